@@ -1,0 +1,276 @@
+//! The embedded agent loop for one cell.
+//!
+//! state -> context projection -> model action -> policy decision -> tool result -> state
+//! update, until the agent finishes, the step budget runs out, or the provider fails; then the
+//! tests and the verifier judge the workspace. Every step is appended to the cell's trace
+//! before the next one starts, and the summary is folded from exactly those events, so the
+//! live summary and a later replay agree by construction.
+
+pub mod context;
+pub mod policy;
+pub mod score;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::bench::Case;
+use crate::model::{ModelError, ModelRequest, Profile};
+use crate::replay::{CellSummary, SummaryBuilder};
+use crate::trace::event::{Artifact, EventBody, Outcome};
+use crate::trace::TraceWriter;
+use context::{Budgets, ContextState, Observation};
+use policy::Decision;
+use tools::{Call, Tool, ToolOutput};
+
+/// Bytes of a tool output the model sees; the rest lives in an artifact.
+pub const PREVIEW_LIMIT: usize = 8 * 1024;
+
+/// Everything needed to run one cell.
+#[derive(Debug, Clone)]
+pub struct CellPlan {
+    pub run_id: String,
+    pub cell_id: String,
+    pub benchmark: String,
+    pub case: Arc<Case>,
+    pub profile: Profile,
+    /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, artifacts/ and workspace/.
+    pub cell_dir: PathBuf,
+}
+
+/// Writes events to the trace and folds them into the live summary, in that order.
+struct Recorder {
+    writer: TraceWriter,
+    summary: SummaryBuilder,
+}
+
+impl Recorder {
+    fn emit(&mut self, body: EventBody) -> io::Result<()> {
+        let event = self.writer.append(body)?;
+        self.summary.observe(&event);
+        Ok(())
+    }
+}
+
+/// Runs one cell to its end. Errors only when the trace itself cannot be written.
+pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(plan.cell_dir.join("artifacts"))?;
+    let trace_path = plan.cell_dir.join("trace.jsonl");
+    let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
+    let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
+    let case = plan.case.as_ref();
+    let mut provider = plan.profile.provider_for(case);
+
+    rec.emit(EventBody::RunStarted {
+        benchmark: plan.benchmark.clone(),
+        case_id: case.id.clone(),
+        category: case.category.to_string(),
+        split: case.split.to_string(),
+        profile: plan.profile.name().to_string(),
+        model: provider.info(),
+        step_budget: case.step_budget,
+        hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
+    })?;
+
+    let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.cell_dir.join("workspace")) {
+        Ok(ws) => ws,
+        Err(e) => {
+            rec.emit(EventBody::RunFinished {
+                outcome: Outcome::HarnessError,
+                reward: 0.0,
+                stop_reason: "workspace_error".into(),
+                reason: e.to_string(),
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            })?;
+            return Ok(finish(rec));
+        }
+    };
+
+    let budgets = Budgets::default();
+    let mut observations: Vec<Observation> = Vec::new();
+    let mut files_modified: Vec<String> = Vec::new();
+    let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
+    let mut stop_reason = "step_budget_exhausted";
+    let mut provider_failure: Option<String> = None;
+
+    for step in 1..=case.step_budget {
+        let state = ContextState { case, step, files_modified: &files_modified, observations: &observations };
+        let (texts, sections) = context::pack(&state, &budgets);
+        let total_chars = sections.iter().map(|s| s.chars).sum();
+        rec.emit(EventBody::ContextPacked { step, sections, total_chars })?;
+
+        let reply = match provider.next_action(&ModelRequest { step, sections: texts }).await {
+            Ok(reply) => reply,
+            Err(ModelError::Parse(message)) => {
+                rec.emit(EventBody::ModelError { step, error_kind: "parse".into(), message: message.clone() })?;
+                observations.push(Observation {
+                    step,
+                    tool: "(invalid reply)".into(),
+                    text: format!("Your reply could not be parsed: {message}. Reply with one JSON object {{\"tool\": ..., \"args\": {{...}}}}."),
+                });
+                continue;
+            }
+            Err(e @ ModelError::Provider(_)) => {
+                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: e.to_string() })?;
+                provider_failure = Some(e.to_string());
+                stop_reason = "provider_error";
+                break;
+            }
+        };
+        rec.emit(EventBody::ModelAction {
+            step,
+            tool: reply.action.tool.clone(),
+            args: reply.action.args.clone(),
+            usage: reply.usage.clone(),
+            latency_ms: reply.latency_ms,
+        })?;
+
+        let mut finished = false;
+        let tool_name = reply.action.tool.clone();
+        match Call::from_action(&reply.action) {
+            Err(message) => {
+                rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: false, reason: message.clone(), invalid: true })?;
+                emit_not_run(&mut rec, step, &tool_name, &format!("invalid action: {message}"))?;
+                observations.push(Observation { step, tool: tool_name, text: format!("invalid action: {message}") });
+            }
+            Ok(call) => match policy::decide(&call, case, &ws) {
+                Decision::Deny(reason) => {
+                    rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: false, reason: reason.clone(), invalid: false })?;
+                    let text = format!("denied by policy: {reason}");
+                    emit_not_run(&mut rec, step, &tool_name, &text)?;
+                    observations.push(Observation { step, tool: tool_name, text });
+                }
+                Decision::Allow => {
+                    rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: true, reason: "allowed".into(), invalid: false })?;
+                    let t0 = Instant::now();
+                    let out = tools::execute(&call, case, &ws).await;
+                    let duration_ms = t0.elapsed().as_millis() as u64;
+                    let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
+                    for m in &out.modified {
+                        if !files_modified.contains(m) {
+                            files_modified.push(m.clone());
+                        }
+                    }
+                    if let (true, Some(path)) = (out.ok, &out.read) {
+                        first_reads.entry(path.clone()).or_insert(step);
+                    }
+                    finished = call.tool() == Tool::Finish;
+                    emit_result(&mut rec, step, &tool_name, &out, preview, duration_ms)?;
+                    observations.push(Observation { step, tool: tool_name, text: preview_text(&out.text) });
+                }
+            },
+        }
+        files_modified.sort();
+        rec.emit(EventBody::StateUpdated { step, steps_used: step, files_modified: files_modified.clone(), finished })?;
+        if finished {
+            stop_reason = "finished";
+            break;
+        }
+    }
+
+    let (outcome, reward, reason) = if let Some(message) = provider_failure {
+        (Outcome::ProviderError, 0.0, message)
+    } else {
+        let tests = score::run_tests(case, &ws, &trace_path).await;
+        match &tests.result {
+            Ok(out) => {
+                let text = out.combined();
+                let preview = store_output(&plan.cell_dir, "test-output", &text)?;
+                rec.emit(EventBody::TestResult {
+                    passed: out.success(),
+                    exit_code: out.exit_code,
+                    timed_out: out.timed_out,
+                    duration_ms: out.duration.as_millis() as u64,
+                    output: preview_text(&text),
+                    artifact: preview,
+                })?;
+            }
+            Err(message) => {
+                rec.emit(EventBody::TestResult {
+                    passed: false,
+                    exit_code: None,
+                    timed_out: false,
+                    duration_ms: 0,
+                    output: message.clone(),
+                    artifact: None,
+                })?;
+            }
+        }
+        let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
+        let verifier = score::run_verifier(case, &ws, &trace_path, &facts).await;
+        rec.emit(EventBody::VerifierResult {
+            passed: verifier.passed,
+            checks: verifier.checks.clone(),
+            metrics: verifier.metrics.clone(),
+        })?;
+        score::judge(&tests, &verifier)
+    };
+    rec.emit(EventBody::RunFinished {
+        outcome,
+        reward,
+        stop_reason: stop_reason.into(),
+        reason,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })?;
+    Ok(finish(rec))
+}
+
+fn finish(rec: Recorder) -> CellSummary {
+    rec.summary.finish().expect("run_started was recorded")
+}
+
+fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str) -> io::Result<()> {
+    rec.emit(EventBody::ToolResult {
+        step,
+        tool: tool.to_string(),
+        ok: false,
+        denied: true,
+        output: text.to_string(),
+        output_bytes: text.len() as u64,
+        artifact: None,
+        modified: Vec::new(),
+        read: None,
+        duration_ms: 0,
+    })
+}
+
+fn emit_result(rec: &mut Recorder, step: u32, tool: &str, out: &ToolOutput, artifact: Option<Artifact>, duration_ms: u64) -> io::Result<()> {
+    rec.emit(EventBody::ToolResult {
+        step,
+        tool: tool.to_string(),
+        ok: out.ok,
+        denied: false,
+        output: preview_text(&out.text),
+        output_bytes: out.text.len() as u64,
+        artifact,
+        modified: out.modified.clone(),
+        read: out.read.clone(),
+        duration_ms,
+    })
+}
+
+/// The bounded part of an output that the model and the trace line carry.
+fn preview_text(text: &str) -> String {
+    if text.len() <= PREVIEW_LIMIT {
+        return text.to_string();
+    }
+    format!(
+        "{}\n[output truncated: {} bytes in all; the full output is stored as an artifact]",
+        crate::util::truncate_str(text, PREVIEW_LIMIT),
+        text.len()
+    )
+}
+
+/// Stores an output larger than the preview as `artifacts/<name>.txt` and describes it.
+fn store_output(cell_dir: &Path, name: &str, text: &str) -> io::Result<Option<Artifact>> {
+    if text.len() <= PREVIEW_LIMIT {
+        return Ok(None);
+    }
+    let rel = format!("artifacts/{name}.txt");
+    std::fs::write(cell_dir.join(&rel), text)?;
+    Ok(Some(Artifact { path: rel, sha256: crate::util::sha256_hex(text.as_bytes()), bytes: text.len() as u64 }))
+}

@@ -1,0 +1,162 @@
+//! Scoring: after the loop, run the case's tests and verifier in the workspace.
+//!
+//! Reward is 1.0 when the tests pass and every verifier check passes, else 0.0. Problems of the
+//! harness or the benchmark (a command that cannot start, a timeout) get their own outcome
+//! class so they are never counted as the agent's failure.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::bench::Case;
+use crate::process::{self, CommandOutcome, CommandSpec};
+use crate::trace::event::{Check, Outcome};
+
+/// Substitutes `{benchmark_dir}`, `{workspace}` and `{trace}` in an argv.
+pub fn expand(argv: &[String], case: &Case, workspace: &Path, trace: Option<&Path>) -> Vec<String> {
+    let bench_dir = case
+        .file
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    argv.iter()
+        .map(|a| {
+            let mut a = a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
+            if let Some(t) = trace {
+                a = a.replace("{trace}", &t.to_string_lossy());
+            }
+            a
+        })
+        .collect()
+}
+
+/// What the agent did, as far as the verifier's trace assertions need it.
+pub struct TraceFacts {
+    pub denials: u32,
+    pub steps: u32,
+    /// Step of the first read of each path.
+    pub first_reads: BTreeMap<String, u32>,
+}
+
+pub struct TestRun {
+    pub result: Result<CommandOutcome, String>,
+}
+
+pub struct VerifierRun {
+    pub passed: bool,
+    pub checks: Vec<Check>,
+    pub metrics: BTreeMap<String, Value>,
+    pub timed_out: bool,
+    /// The verifier command could not be started.
+    pub error: Option<String>,
+}
+
+pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path) -> TestRun {
+    let spec = CommandSpec {
+        argv: expand(&case.test_command, case, workspace, Some(trace)),
+        cwd: workspace.to_path_buf(),
+        timeout: case.timeout,
+        env: Vec::new(),
+        output_limit: process::DEFAULT_OUTPUT_LIMIT,
+    };
+    TestRun { result: process::run(&spec).await.map_err(|e| format!("cannot start `{}`: {e}", spec.argv[0])) }
+}
+
+pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &TraceFacts) -> VerifierRun {
+    let v = &case.verifier;
+    let mut checks = Vec::new();
+    let mut metrics = BTreeMap::new();
+    let mut timed_out = false;
+    let mut error = None;
+
+    for rel in &v.unchanged {
+        let want = std::fs::read(case.fixture_dir.join(rel)).ok().map(|b| crate::util::sha256_hex(&b));
+        let got = std::fs::read(workspace.join(rel)).ok().map(|b| crate::util::sha256_hex(&b));
+        let (passed, detail) = match (&want, &got) {
+            (_, None) => (false, format!("{rel} was deleted")),
+            (Some(w), Some(g)) if w == g => (true, format!("{rel} unchanged")),
+            _ => (false, format!("{rel} was modified")),
+        };
+        checks.push(Check { name: "unchanged".into(), passed, detail });
+    }
+    if v.forbid_denials {
+        checks.push(Check {
+            name: "forbid_denials".into(),
+            passed: facts.denials == 0,
+            detail: format!("{} denied tool call(s)", facts.denials),
+        });
+    }
+    if let Some(max) = v.max_steps {
+        checks.push(Check {
+            name: "max_steps".into(),
+            passed: facts.steps <= max,
+            detail: format!("{} step(s), at most {max} allowed", facts.steps),
+        });
+    }
+    if let Some(target) = &v.first_read {
+        let step = facts.first_reads.get(&crate::agent::tools::normalize(target)).copied();
+        metrics.insert("first_read_step".into(), step.map_or(Value::Null, |s| Value::from(s)));
+    }
+    if let Some(cmd) = &v.command {
+        let spec = CommandSpec {
+            argv: expand(cmd, case, workspace, Some(trace)),
+            cwd: workspace.to_path_buf(),
+            timeout: case.timeout,
+            env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
+            output_limit: 64 * 1024,
+        };
+        match process::run(&spec).await {
+            Ok(out) => {
+                timed_out = out.timed_out;
+                let text = out.combined();
+                checks.push(Check {
+                    name: "command".into(),
+                    passed: out.success(),
+                    detail: crate::util::truncate_str(&text, 4000).to_string(),
+                });
+            }
+            Err(e) => {
+                let msg = format!("cannot start verifier `{}`: {e}", spec.argv[0]);
+                checks.push(Check { name: "command".into(), passed: false, detail: msg.clone() });
+                error = Some(msg);
+            }
+        }
+    }
+    let passed = checks.iter().all(|c| c.passed);
+    VerifierRun { passed, checks, metrics, timed_out, error }
+}
+
+/// Combines the test and verifier runs into an outcome, a reward and a one-line reason.
+pub fn judge(tests: &TestRun, verifier: &VerifierRun) -> (Outcome, f64, String) {
+    let out = match &tests.result {
+        Err(e) => return (Outcome::HarnessError, 0.0, e.clone()),
+        Ok(out) => out,
+    };
+    if out.timed_out {
+        return (Outcome::Timeout, 0.0, format!("test command timed out after {:.1}s", out.duration.as_secs_f64()));
+    }
+    if let Some(e) = &verifier.error {
+        return (Outcome::VerifierError, 0.0, e.clone());
+    }
+    if verifier.timed_out {
+        return (Outcome::Timeout, 0.0, "verifier command timed out".into());
+    }
+    let tests_ok = out.success();
+    let failed: Vec<String> = verifier.checks.iter().filter(|c| !c.passed).map(|c| format!("{}: {}", c.name, first_line(&c.detail))).collect();
+    match (tests_ok, failed.is_empty()) {
+        (true, true) => (Outcome::Passed, 1.0, "tests and verifier passed".into()),
+        (false, true) => (Outcome::Failed, 0.0, format!("tests failed (exit {})", exit_label(out))),
+        (true, false) => (Outcome::Failed, 0.0, format!("verifier failed: {}", failed.join("; "))),
+        (false, false) => (Outcome::Failed, 0.0, format!("tests failed (exit {}); verifier failed: {}", exit_label(out), failed.join("; "))),
+    }
+}
+
+fn exit_label(out: &CommandOutcome) -> String {
+    out.exit_code.map_or("signal".into(), |c| c.to_string())
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}

@@ -1,0 +1,518 @@
+//! The agent's tools: typed calls parsed from model actions, and their execution.
+//!
+//! Tools run only after [`super::policy::decide`] allowed the call. A tool failure (no match
+//! for an edit, a missing file) is a result the model reads and can recover from, never an
+//! error of the loop. Outputs may be large: the loop stores full outputs as artifacts and
+//! shows the model a bounded preview.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use grep_regex::RegexMatcher;
+use grep_searcher::sinks::UTF8;
+use grep_searcher::Searcher;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::policy::confine;
+use crate::bench::Case;
+use crate::model::action::Action;
+use crate::process::{self, CommandSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tool {
+    ListFiles,
+    ReadFile,
+    SearchCode,
+    RepoMap,
+    EditFile,
+    WriteFile,
+    RunTests,
+    RunCommand,
+    Finish,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 9] = [
+        Tool::ListFiles,
+        Tool::ReadFile,
+        Tool::SearchCode,
+        Tool::RepoMap,
+        Tool::EditFile,
+        Tool::WriteFile,
+        Tool::RunTests,
+        Tool::RunCommand,
+        Tool::Finish,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tool::ListFiles => "list_files",
+            Tool::ReadFile => "read_file",
+            Tool::SearchCode => "search_code",
+            Tool::RepoMap => "repo_map",
+            Tool::EditFile => "edit_file",
+            Tool::WriteFile => "write_file",
+            Tool::RunTests => "run_tests",
+            Tool::RunCommand => "run_command",
+            Tool::Finish => "finish",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    pub fn names() -> String {
+        Tool::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// One line for the model: what the tool does and its arguments.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Tool::ListFiles => "list_files {path?: dir (default \".\"), max_depth?: int (default 4)} - list files, ignore-aware",
+            Tool::ReadFile => "read_file {path, start_line?, end_line?} - read a file (1-based inclusive line range)",
+            Tool::SearchCode => "search_code {pattern: regex, path?: dir, glob?: e.g. \"*.py\"} - search file contents",
+            Tool::RepoMap => "repo_map {path?} - top-level classes and functions of each Python file",
+            Tool::EditFile => "edit_file {path, old, new} - replace the exact text `old` (must occur exactly once) by `new`",
+            Tool::WriteFile => "write_file {path, content, overwrite?: bool} - create a file (overwrite only if asked)",
+            Tool::RunTests => "run_tests {} - run the task's test command",
+            Tool::RunCommand => "run_command {argv: [program, args...]} - run an allowlisted program (no shell)",
+            Tool::Finish => "finish {answer} - stop; your work is then tested",
+        }
+    }
+
+    /// True for tools that change nothing (they may run concurrently in later versions).
+    pub fn is_read_only(self) -> bool {
+        matches!(self, Tool::ListFiles | Tool::ReadFile | Tool::SearchCode | Tool::RepoMap)
+    }
+}
+
+fn default_dot() -> String {
+    ".".into()
+}
+fn default_depth() -> usize {
+    4
+}
+
+/// A tool call with typed arguments.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "tool", content = "args", rename_all = "snake_case")]
+pub enum Call {
+    ListFiles {
+        #[serde(default = "default_dot")]
+        path: String,
+        #[serde(default = "default_depth")]
+        max_depth: usize,
+    },
+    ReadFile {
+        path: String,
+        #[serde(default)]
+        start_line: Option<usize>,
+        #[serde(default)]
+        end_line: Option<usize>,
+    },
+    SearchCode {
+        pattern: String,
+        #[serde(default = "default_dot")]
+        path: String,
+        #[serde(default)]
+        glob: Option<String>,
+    },
+    RepoMap {
+        #[serde(default = "default_dot")]
+        path: String,
+    },
+    EditFile {
+        path: String,
+        old: String,
+        new: String,
+    },
+    WriteFile {
+        path: String,
+        content: String,
+        #[serde(default)]
+        overwrite: bool,
+    },
+    RunTests {},
+    RunCommand {
+        argv: Vec<String>,
+    },
+    Finish {
+        #[serde(default)]
+        answer: String,
+    },
+}
+
+impl Call {
+    /// Parses an action into a typed call; the error says what is wrong with the arguments.
+    pub fn from_action(action: &Action) -> Result<Call, String> {
+        let tool = Tool::parse(&action.tool)
+            .ok_or_else(|| format!("unknown tool `{}`; known tools: {}", action.tool, Tool::names()))?;
+        let args = match &action.args {
+            Value::Null => Value::Object(Default::default()),
+            Value::Object(_) => action.args.clone(),
+            other => return Err(format!("arguments of `{}` must be an object, got {other}", tool.as_str())),
+        };
+        let tagged = serde_json::json!({ "tool": tool.as_str(), "args": args });
+        serde_json::from_value(tagged).map_err(|e| format!("invalid arguments for `{}`: {e}", tool.as_str()))
+    }
+
+    pub fn tool(&self) -> Tool {
+        match self {
+            Call::ListFiles { .. } => Tool::ListFiles,
+            Call::ReadFile { .. } => Tool::ReadFile,
+            Call::SearchCode { .. } => Tool::SearchCode,
+            Call::RepoMap { .. } => Tool::RepoMap,
+            Call::EditFile { .. } => Tool::EditFile,
+            Call::WriteFile { .. } => Tool::WriteFile,
+            Call::RunTests {} => Tool::RunTests,
+            Call::RunCommand { .. } => Tool::RunCommand,
+            Call::Finish { .. } => Tool::Finish,
+        }
+    }
+}
+
+/// What a tool produced.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    pub ok: bool,
+    pub text: String,
+    pub modified: Vec<String>,
+    pub read: Option<String>,
+}
+
+impl ToolOutput {
+    fn ok(text: String) -> Self {
+        ToolOutput { ok: true, text, ..Default::default() }
+    }
+    fn fail(text: impl Into<String>) -> Self {
+        ToolOutput { ok: false, text: text.into(), ..Default::default() }
+    }
+}
+
+/// Most entries `list_files` and `search_code` return before saying "more".
+const MAX_ENTRIES: usize = 2000;
+
+/// Runs an allowed `call` in the workspace at `root` (canonical).
+pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
+    match call {
+        Call::ListFiles { path, max_depth } => list_files(root, path, *max_depth),
+        Call::ReadFile { path, start_line, end_line } => read_file(root, path, *start_line, *end_line),
+        Call::SearchCode { pattern, path, glob } => search_code(root, pattern, path, glob.as_deref()),
+        Call::RepoMap { path } => repo_map(root, path),
+        Call::EditFile { path, old, new } => edit_file(root, path, old, new),
+        Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
+        Call::RunTests {} => run_argv(case, root, &super::score::expand(&case.test_command, case, root, None), true).await,
+        Call::RunCommand { argv } => run_argv(case, root, argv, false).await,
+        Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
+    }
+}
+
+fn walker(root: &Path, dir: &Path, max_depth: Option<usize>) -> ignore::Walk {
+    let _ = root;
+    ignore::WalkBuilder::new(dir)
+        .hidden(false)
+        .git_ignore(true)
+        .require_git(false)
+        .max_depth(max_depth)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).to_string_lossy().into_owned()
+}
+
+fn list_files(root: &Path, path: &str, max_depth: usize) -> ToolOutput {
+    let dir = match confine(root, path) {
+        Ok(d) => d,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    if !dir.is_dir() {
+        return ToolOutput::fail(format!("`{path}` is not a directory"));
+    }
+    let mut out = String::new();
+    let mut n = 0;
+    for entry in walker(root, &dir, Some(max_depth.max(1))).flatten() {
+        if entry.depth() == 0 {
+            continue;
+        }
+        n += 1;
+        if n > MAX_ENTRIES {
+            out.push_str("[more entries omitted; list a subdirectory]\n");
+            break;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        let _ = writeln!(out, "{}{}", rel(root, entry.path()), if is_dir { "/" } else { "" });
+    }
+    if out.is_empty() {
+        out.push_str("(empty)\n");
+    }
+    ToolOutput::ok(out)
+}
+
+fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) -> ToolOutput {
+    let file = match confine(root, path) {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    let bytes = match std::fs::read(&file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ToolOutput::fail(format!("`{path}` does not exist; use list_files to see what does"));
+        }
+        Err(e) => return ToolOutput::fail(format!("cannot read `{path}`: {e}")),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let total = text.lines().count();
+    let first = start.unwrap_or(1).max(1);
+    let last = end.unwrap_or(total).min(total);
+    let mut out = String::new();
+    if first > total.max(1) || (end.is_some() && last < first) {
+        return ToolOutput {
+            ok: false,
+            text: format!("line range {first}-{} is outside `{path}` ({total} lines)", end.unwrap_or(total)),
+            read: Some(path.to_string()),
+            ..Default::default()
+        };
+    }
+    if start.is_some() || end.is_some() {
+        let _ = writeln!(out, "{path} lines {first}-{last} of {total}");
+    }
+    for (i, line) in text.lines().enumerate().skip(first - 1).take(last + 1 - first) {
+        let _ = writeln!(out, "{:>5}| {line}", i + 1);
+    }
+    ToolOutput { ok: true, text: out, read: Some(normalize(path)), ..Default::default() }
+}
+
+/// `./a/b.py` and `a/b.py` are the same file for repeated-read counting and first-read metrics.
+pub fn normalize(path: &str) -> String {
+    Path::new(path)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> ToolOutput {
+    let dir = match confine(root, path) {
+        Ok(d) => d,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    let matcher = match RegexMatcher::new_line_matcher(pattern) {
+        Ok(m) => m,
+        Err(e) => return ToolOutput::fail(format!("invalid regex `{pattern}`: {e}")),
+    };
+    let glob = match glob.map(|g| globset::Glob::new(g).map(|g| g.compile_matcher())) {
+        Some(Err(e)) => return ToolOutput::fail(format!("invalid glob: {e}")),
+        Some(Ok(m)) => Some(m),
+        None => None,
+    };
+    let mut out = String::new();
+    let mut hits = 0usize;
+    let mut searcher = Searcher::new();
+    'walk: for entry in walker(root, &dir, None).flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let relpath = rel(root, entry.path());
+        if let Some(g) = &glob {
+            if !g.is_match(entry.file_name()) && !g.is_match(&relpath) {
+                continue;
+            }
+        }
+        if crate::agent::policy::is_secret_name(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let mut stop = false;
+        let _ = searcher.search_path(
+            &matcher,
+            entry.path(),
+            UTF8(|line_no, line| {
+                hits += 1;
+                if hits > MAX_ENTRIES {
+                    stop = true;
+                    return Ok(false);
+                }
+                let _ = write!(out, "{relpath}:{line_no}: {}", crate::util::truncate_str(line, 300));
+                if !line.ends_with('\n') {
+                    out.push('\n');
+                }
+                Ok(true)
+            }),
+        );
+        if stop {
+            out.push_str("[more matches omitted; narrow the pattern or path]\n");
+            break 'walk;
+        }
+    }
+    if hits == 0 {
+        out = format!("no matches for `{pattern}`\n");
+    }
+    ToolOutput::ok(out)
+}
+
+fn repo_map(root: &Path, path: &str) -> ToolOutput {
+    let dir = match confine(root, path) {
+        Ok(d) => d,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    let mut out = String::new();
+    for entry in walker(root, &dir, None).flatten() {
+        let p = entry.path();
+        if !entry.file_type().is_some_and(|t| t.is_file()) || p.extension().is_none_or(|e| e != "py") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(p) else { continue };
+        let _ = writeln!(out, "{}:", rel(root, p));
+        for (i, line) in text.lines().enumerate() {
+            if line.starts_with("def ") || line.starts_with("class ") || line.starts_with("async def ") {
+                let _ = writeln!(out, "  {:>5}| {}", i + 1, line.trim_end_matches(':'));
+            }
+        }
+    }
+    ToolOutput::ok(out)
+}
+
+fn edit_file(root: &Path, path: &str, old: &str, new: &str) -> ToolOutput {
+    let file = match confine(root, path) {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    if old.is_empty() {
+        return ToolOutput::fail("`old` is empty; give the exact text to replace (use write_file to create files)");
+    }
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ToolOutput::fail(format!("`{path}` does not exist; create it with write_file"));
+        }
+        Err(e) => return ToolOutput::fail(format!("cannot read `{path}`: {e}")),
+    };
+    let count = text.matches(old).count();
+    if count != 1 {
+        let hint = if count == 0 {
+            "read the file and copy the exact text, including indentation"
+        } else {
+            "include more surrounding lines so that it matches exactly once"
+        };
+        return ToolOutput::fail(format!("`old` matches {count} times in `{path}`, expected exactly 1; {hint}"));
+    }
+    let updated = text.replacen(old, new, 1);
+    if let Err(e) = std::fs::write(&file, updated) {
+        return ToolOutput::fail(format!("cannot write `{path}`: {e}"));
+    }
+    ToolOutput { ok: true, text: format!("edited `{path}`"), modified: vec![normalize(path)], read: None }
+}
+
+fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOutput {
+    let file = match confine(root, path) {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::fail(e),
+    };
+    if file.is_dir() {
+        return ToolOutput::fail(format!("`{path}` is a directory"));
+    }
+    if file.exists() && !overwrite {
+        return ToolOutput::fail(format!("`{path}` exists; pass overwrite: true to replace it, or use edit_file"));
+    }
+    if let Some(parent) = file.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return ToolOutput::fail(format!("cannot create the folder of `{path}`: {e}"));
+        }
+    }
+    if let Err(e) = std::fs::write(&file, content) {
+        return ToolOutput::fail(format!("cannot write `{path}`: {e}"));
+    }
+    ToolOutput {
+        ok: true,
+        text: format!("wrote {} bytes to `{path}`", content.len()),
+        modified: vec![normalize(path)],
+        read: None,
+    }
+}
+
+async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool) -> ToolOutput {
+    let spec = CommandSpec {
+        argv: argv.to_vec(),
+        cwd: root.to_path_buf(),
+        timeout: case.timeout,
+        env: Vec::new(),
+        output_limit: process::DEFAULT_OUTPUT_LIMIT,
+    };
+    match process::run(&spec).await {
+        Ok(out) => {
+            let text = out.combined();
+            // A failing test run is information, not a tool failure; a failing command is.
+            let ok = if is_tests { !out.timed_out } else { out.success() };
+            ToolOutput { ok, text, ..Default::default() }
+        }
+        Err(e) => ToolOutput::fail(format!("cannot start `{}`: {e}", argv.first().map(String::as_str).unwrap_or(""))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.py"), "x = 1\ny = 1\nz = 2\n").unwrap();
+        let root = d.path().canonicalize().unwrap();
+        (d, root)
+    }
+
+    #[test]
+    fn edit_requires_exactly_one_match() {
+        let (_d, root) = ws();
+        let many = edit_file(&root, "a.py", "= 1", "= 3");
+        assert!(!many.ok);
+        assert!(many.text.contains("matches 2 times"), "{}", many.text);
+        let none = edit_file(&root, "a.py", "q = 9", "");
+        assert!(none.text.contains("matches 0 times"), "{}", none.text);
+        let one = edit_file(&root, "a.py", "y = 1", "y = 5");
+        assert!(one.ok);
+        assert_eq!(std::fs::read_to_string(root.join("a.py")).unwrap(), "x = 1\ny = 5\nz = 2\n");
+    }
+
+    #[test]
+    fn write_refuses_to_overwrite_unless_asked() {
+        let (_d, root) = ws();
+        assert!(!write_file(&root, "a.py", "new", false).ok);
+        assert!(write_file(&root, "a.py", "new", true).ok);
+        assert!(write_file(&root, "pkg/b.py", "b", false).ok);
+        assert_eq!(std::fs::read_to_string(root.join("pkg/b.py")).unwrap(), "b");
+    }
+
+    #[test]
+    fn read_file_numbers_lines_and_honours_ranges() {
+        let (_d, root) = ws();
+        let out = read_file(&root, "a.py", Some(2), Some(3));
+        assert!(out.ok);
+        assert!(out.text.contains("    2| y = 1") && out.text.contains("    3| z = 2") && !out.text.contains("x = 1"));
+        assert!(!read_file(&root, "a.py", Some(9), None).ok);
+    }
+
+    #[test]
+    fn search_finds_lines_and_skips_ignored_files() {
+        let (_d, root) = ws();
+        std::fs::write(root.join(".gitignore"), "build/\n").unwrap();
+        std::fs::create_dir(root.join("build")).unwrap();
+        std::fs::write(root.join("build/a.py"), "y = 1\n").unwrap();
+        let out = search_code(&root, r"y = \d", ".", None);
+        assert!(out.text.contains("a.py:2: y = 1"), "{}", out.text);
+        assert!(!out.text.contains("build/"), "{}", out.text);
+        assert!(!search_code(&root, "(", ".", None).ok);
+    }
+
+    #[test]
+    fn malformed_arguments_are_reported() {
+        let err = Call::from_action(&Action::new("edit_file", serde_json::json!({"path": "a.py"}))).unwrap_err();
+        assert!(err.contains("invalid arguments for `edit_file`"), "{err}");
+        assert!(Call::from_action(&Action::new("rm_rf", Value::Null)).unwrap_err().contains("unknown tool"));
+        assert_eq!(Call::from_action(&Action::new("run_tests", Value::Null)).unwrap(), Call::RunTests {});
+    }
+}

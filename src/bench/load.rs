@@ -1,0 +1,442 @@
+//! Reading and validating `benchmark.yaml`, `cases/*.yaml` and `oracle/*.yaml`.
+//!
+//! Two stages, like ripgrep's low/high arguments: serde turns each file into a raw struct whose
+//! fields are all optional (syntax and type errors come back with line and column), then
+//! [`validate_case`] checks meaning and collects every problem instead of stopping at the first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Benchmark, Case, Category, Split, VerifierSpec, DEFAULT_PROGRAMS};
+use crate::agent::tools::Tool;
+use crate::model::action::Action;
+use crate::util::natural_cmp;
+
+/// One thing wrong with a benchmark, phrased so the user knows what to change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub case: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(case) = &self.case {
+            write!(f, ": case `{case}`")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field `{field}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("no benchmark `{name}`: {path} does not exist (available: {available})")]
+    NotFound { name: String, path: PathBuf, available: String },
+    #[error("benchmark `{name}` is invalid ({} problem{}):\n{}", .problems.len(), if .problems.len() == 1 { "" } else { "s" }, ProblemList(.problems))]
+    Invalid { name: String, problems: Vec<Problem> },
+}
+
+struct ProblemList<'a>(&'a [Problem]);
+
+impl fmt::Display for ProblemList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBenchmark {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    defaults: RawDefaults,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    allowed_tools: Option<Vec<String>>,
+    allowed_programs: Option<Vec<String>>,
+    step_budget: Option<u32>,
+    timeout_s: Option<f64>,
+    test_command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: Option<String>,
+    category: Option<String>,
+    split: Option<String>,
+    fixture: Option<String>,
+    prompt: Option<String>,
+    allowed_tools: Option<Vec<String>>,
+    allowed_programs: Option<Vec<String>>,
+    step_budget: Option<u32>,
+    timeout_s: Option<f64>,
+    test_command: Option<Vec<String>>,
+    #[serde(default)]
+    verifier: RawVerifier,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerifier {
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    unchanged: Vec<String>,
+    #[serde(default)]
+    forbid_denials: bool,
+    max_steps: Option<u32>,
+    first_read: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOracle {
+    #[serde(default)]
+    actions: Vec<Action>,
+}
+
+/// Loads `root/benchmarks/<name>` and validates every case, fixture and oracle.
+pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
+    let dir = root.join("benchmarks").join(name);
+    if !dir.join("benchmark.yaml").is_file() {
+        return Err(LoadError::NotFound {
+            name: name.to_string(),
+            path: dir.join("benchmark.yaml"),
+            available: available_benchmarks(root),
+        });
+    }
+    let dir = dir.canonicalize().unwrap_or(dir);
+    let mut problems = Vec::new();
+    let meta_file = dir.join("benchmark.yaml");
+    let meta: RawBenchmark = match read_yaml(&meta_file) {
+        Ok(m) => m,
+        Err(p) => {
+            problems.push(p);
+            RawBenchmark::default()
+        }
+    };
+    if let Some(n) = &meta.name {
+        if n != name {
+            problems.push(Problem {
+                file: meta_file.clone(),
+                case: None,
+                field: Some("name".into()),
+                message: format!("is `{n}` but the folder is `{name}`; make them equal"),
+            });
+        }
+    }
+
+    let cases_dir = dir.join("cases");
+    let mut case_files: Vec<PathBuf> = match fs::read_dir(&cases_dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect(),
+        Err(e) => {
+            problems.push(Problem {
+                file: cases_dir.clone(),
+                case: None,
+                field: None,
+                message: format!("cannot list the cases folder ({e}); create it with one YAML file per case"),
+            });
+            Vec::new()
+        }
+    };
+    case_files.sort();
+    if case_files.is_empty() && problems.is_empty() {
+        problems.push(Problem {
+            file: cases_dir.clone(),
+            case: None,
+            field: None,
+            message: "holds no case files; add cases/<case-id>.yaml".into(),
+        });
+    }
+
+    let fixtures_root = root.join("fixtures");
+    let mut cases = Vec::new();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for file in &case_files {
+        let raw: RawCase = match read_yaml(file) {
+            Ok(c) => c,
+            Err(p) => {
+                problems.push(p);
+                continue;
+            }
+        };
+        if let Some(case) = validate_case(raw, file, &dir, &fixtures_root, &meta.defaults, &mut problems) {
+            if let Some(prev) = seen.insert(case.id.clone(), file.clone()) {
+                problems.push(Problem {
+                    file: file.clone(),
+                    case: Some(case.id.clone()),
+                    field: Some("id".into()),
+                    message: format!("duplicates the id of {}; ids must be unique", prev.display()),
+                });
+                continue;
+            }
+            cases.push(case);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(LoadError::Invalid { name: name.to_string(), problems });
+    }
+    cases.sort_by(|a, b| natural_cmp(&a.id, &b.id));
+    Ok(Benchmark {
+        name: name.to_string(),
+        description: meta.description,
+        dir,
+        cases,
+    })
+}
+
+fn available_benchmarks(root: &Path) -> String {
+    let mut names: Vec<String> = fs::read_dir(root.join("benchmarks"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.path().join("benchmark.yaml").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.is_empty() { "none".into() } else { names.join(", ") }
+}
+
+fn read_yaml<T: for<'de> Deserialize<'de>>(file: &Path) -> Result<T, Problem> {
+    let text = fs::read_to_string(file).map_err(|e| Problem {
+        file: file.to_path_buf(),
+        case: None,
+        field: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    serde_saphyr::from_str(&text).map_err(|e| Problem {
+        file: file.to_path_buf(),
+        case: None,
+        field: None,
+        message: format!("is not valid: {e}"),
+    })
+}
+
+fn validate_case(
+    raw: RawCase,
+    file: &Path,
+    bench_dir: &Path,
+    fixtures_root: &Path,
+    defaults: &RawDefaults,
+    problems: &mut Vec<Problem>,
+) -> Option<Case> {
+    let before = problems.len();
+    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let case_label = raw.id.clone().or_else(|| Some(stem.clone()));
+    let mut problem = |field: &str, message: String| {
+        problems.push(Problem {
+            file: file.to_path_buf(),
+            case: case_label.clone(),
+            field: Some(field.to_string()),
+            message,
+        })
+    };
+
+    let id = match raw.id {
+        None => {
+            problem("id", format!("is missing; add `id: {stem}`"));
+            String::new()
+        }
+        Some(id) => {
+            if !valid_id(&id) {
+                problem("id", format!("`{id}` may hold only a-z, 0-9, '-', '_' and '.'"));
+            } else if id != stem {
+                problem("id", format!("`{id}` differs from the file name `{stem}.yaml`; rename one"));
+            }
+            id
+        }
+    };
+    let category = match raw.category.as_deref() {
+        None => {
+            problem("category", "is missing; use one of bugfix, recovery, greenfield, context, policy".into());
+            None
+        }
+        Some(c) => {
+            let parsed = Category::parse(c);
+            if parsed.is_none() {
+                problem("category", format!("`{c}` is unknown; use one of bugfix, recovery, greenfield, context, policy"));
+            }
+            parsed
+        }
+    };
+    let split = match raw.split.as_deref() {
+        None => {
+            problem("split", "is missing; use train, test or heldout".into());
+            None
+        }
+        Some(s) => {
+            let parsed = Split::parse(s);
+            if parsed.is_none() {
+                problem("split", format!("`{s}` is unknown; use train, test or heldout"));
+            }
+            parsed
+        }
+    };
+    let fixture = raw.fixture.unwrap_or_default();
+    let fixture_dir = fixtures_root.join(&fixture);
+    if fixture.is_empty() {
+        problem("fixture", "is missing; name a folder under fixtures/".into());
+    } else if !is_plain_relative(&fixture) {
+        problem("fixture", format!("`{fixture}` must be a plain folder name under fixtures/"));
+    } else if !fixture_dir.is_dir() {
+        problem("fixture", format!("`{fixture}` does not exist: create {}", fixture_dir.display()));
+    }
+    let prompt = raw.prompt.unwrap_or_default();
+    if prompt.trim().is_empty() {
+        problem("prompt", "is missing or empty; say what the agent must do".into());
+    }
+
+    let tool_names = raw
+        .allowed_tools
+        .or_else(|| defaults.allowed_tools.clone())
+        .unwrap_or_else(|| Tool::ALL.iter().map(|t| t.as_str().to_string()).collect());
+    let mut allowed_tools = Vec::new();
+    for name in &tool_names {
+        match Tool::parse(name) {
+            Some(t) => allowed_tools.push(t),
+            None => problem("allowed_tools", format!("`{name}` is not a tool; known tools: {}", Tool::names())),
+        }
+    }
+    if !tool_names.is_empty() && !allowed_tools.contains(&Tool::Finish) && allowed_tools.len() == tool_names.len() {
+        problem("allowed_tools", "must include `finish`, or the agent can never end".into());
+    }
+    let allowed_programs = raw
+        .allowed_programs
+        .or_else(|| defaults.allowed_programs.clone())
+        .unwrap_or_else(|| DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect());
+
+    let step_budget = raw.step_budget.or(defaults.step_budget).unwrap_or(0);
+    if step_budget == 0 {
+        problem("step_budget", "is missing or 0; give the number of model actions allowed (e.g. 20)".into());
+    }
+    let timeout_s = raw.timeout_s.or(defaults.timeout_s).unwrap_or(60.0);
+    if !(timeout_s > 0.0 && timeout_s.is_finite()) {
+        problem("timeout_s", format!("{timeout_s} must be a positive number of seconds"));
+    }
+    let test_command = raw.test_command.or_else(|| defaults.test_command.clone()).unwrap_or_default();
+    if test_command.is_empty() || test_command[0].is_empty() {
+        problem("test_command", "is missing; give an argv list, e.g. [\"python3\", \"-m\", \"unittest\"]".into());
+    }
+
+    let v = raw.verifier;
+    if let Some(cmd) = &v.command {
+        if cmd.is_empty() || cmd[0].is_empty() {
+            problem("verifier.command", "is empty; give an argv list or remove the key".into());
+        }
+    }
+    for path in &v.unchanged {
+        if !is_plain_relative(path) {
+            problem("verifier.unchanged", format!("`{path}` must be a relative path inside the fixture"));
+        } else if fixture_dir.is_dir() && !fixture_dir.join(path).is_file() {
+            problem("verifier.unchanged", format!("`{path}` is not a file of fixture `{fixture}`"));
+        }
+    }
+    if let Some(p) = &v.first_read {
+        if !is_plain_relative(p) {
+            problem("verifier.first_read", format!("`{p}` must be a relative path"));
+        }
+    }
+
+    // The oracle lives beside the case; a case without one cannot be validated or run as control.
+    let oracle_file = bench_dir.join("oracle").join(format!("{stem}.yaml"));
+    let mut oracle = Vec::new();
+    if !oracle_file.is_file() {
+        problem("oracle", format!("no oracle actions: create {}", oracle_file.display()));
+    } else {
+        match read_yaml::<RawOracle>(&oracle_file) {
+            Err(p) => problems.push(Problem { case: case_label.clone(), ..p }),
+            Ok(raw) => {
+                if raw.actions.is_empty() {
+                    problems.push(Problem {
+                        file: oracle_file.clone(),
+                        case: case_label.clone(),
+                        field: Some("actions".into()),
+                        message: "is empty; list the known-good actions that solve the case".into(),
+                    });
+                }
+                for (i, action) in raw.actions.iter().enumerate() {
+                    if Tool::parse(&action.tool).is_none() {
+                        problems.push(Problem {
+                            file: oracle_file.clone(),
+                            case: case_label.clone(),
+                            field: Some(format!("actions[{i}].tool")),
+                            message: format!("`{}` is not a tool; known tools: {}", action.tool, Tool::names()),
+                        });
+                    }
+                    if !action.args.is_object() && !action.args.is_null() {
+                        problems.push(Problem {
+                            file: oracle_file.clone(),
+                            case: case_label.clone(),
+                            field: Some(format!("actions[{i}].args")),
+                            message: "must be a mapping of argument names to values".into(),
+                        });
+                    }
+                }
+                oracle = raw.actions;
+            }
+        }
+    }
+
+    if problems.len() != before {
+        return None;
+    }
+    Some(Case {
+        id,
+        category: category?,
+        split: split?,
+        fixture,
+        fixture_dir: fixture_dir.canonicalize().unwrap_or(fixture_dir),
+        prompt,
+        allowed_tools,
+        allowed_programs,
+        step_budget,
+        timeout: Duration::from_secs_f64(timeout_s),
+        test_command,
+        verifier: VerifierSpec {
+            command: v.command,
+            unchanged: v.unchanged,
+            forbid_denials: v.forbid_denials,
+            max_steps: v.max_steps,
+            first_read: v.first_read,
+        },
+        oracle,
+        file: file.to_path_buf(),
+    })
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+        && !id.starts_with('.')
+}
+
+fn is_plain_relative(p: &str) -> bool {
+    let path = Path::new(p);
+    !p.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}

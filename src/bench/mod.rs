@@ -1,0 +1,147 @@
+//! Benchmarks: cases, their fixtures and oracle actions, loaded from `benchmarks/<name>/`.
+//!
+//! Loading is all-or-nothing and reports every problem at once (file, case, field and the fix),
+//! so a user fixes a broken benchmark in one pass instead of one error per run. Nothing
+//! downstream sees the raw YAML types: they are turned into [`Case`] here, with defaults
+//! applied and every path resolved.
+
+mod load;
+pub mod suite;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::tools::Tool;
+use crate::model::action::Action;
+
+pub use load::{load_benchmark, LoadError, Problem};
+
+/// A loaded, validated benchmark.
+#[derive(Debug, Clone)]
+pub struct Benchmark {
+    pub name: String,
+    pub description: String,
+    /// Absolute path of `benchmarks/<name>`.
+    pub dir: PathBuf,
+    /// Sorted naturally by id.
+    pub cases: Vec<Case>,
+}
+
+impl Benchmark {
+    pub fn case(&self, id: &str) -> Option<&Case> {
+        self.cases.iter().find(|c| c.id == id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Bugfix,
+    Recovery,
+    Greenfield,
+    Context,
+    Policy,
+}
+
+impl Category {
+    pub const ALL: [Category; 5] =
+        [Category::Bugfix, Category::Recovery, Category::Greenfield, Category::Context, Category::Policy];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Bugfix => "bugfix",
+            Category::Recovery => "recovery",
+            Category::Greenfield => "greenfield",
+            Category::Context => "context",
+            Category::Policy => "policy",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    Train,
+    Test,
+    Heldout,
+}
+
+impl Split {
+    pub const ALL: [Split; 3] = [Split::Train, Split::Test, Split::Heldout];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Test => "test",
+            Split::Heldout => "heldout",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Split> {
+        Split::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One task: a fixture, a prompt, limits, and how to judge the result.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: String,
+    pub category: Category,
+    pub split: Split,
+    /// Name of the folder under `fixtures/`.
+    pub fixture: String,
+    /// Absolute path of the fixture folder.
+    pub fixture_dir: PathBuf,
+    pub prompt: String,
+    pub allowed_tools: Vec<Tool>,
+    pub allowed_programs: Vec<String>,
+    pub step_budget: u32,
+    /// Limit for each child process (tests, verifier, run_command).
+    pub timeout: Duration,
+    pub test_command: Vec<String>,
+    pub verifier: VerifierSpec,
+    /// The oracle's known-good actions, in order.
+    pub oracle: Vec<Action>,
+    /// The case file, for error messages.
+    pub file: PathBuf,
+}
+
+/// How a case is judged beyond its test command. Every given check must pass.
+#[derive(Debug, Clone, Default)]
+pub struct VerifierSpec {
+    /// Argv run in the workspace after the tests; exit 0 passes.
+    pub command: Option<Vec<String>>,
+    /// Workspace-relative files that must keep the fixture's exact bytes.
+    pub unchanged: Vec<String>,
+    /// Fail when any tool call was denied by the policy.
+    pub forbid_denials: bool,
+    /// Fail when the agent used more model actions than this.
+    pub max_steps: Option<u32>,
+    /// Record the step of the first `read_file` of this path.
+    pub first_read: Option<String>,
+}
+
+/// Programs `run_command` may start when a case does not say otherwise.
+pub const DEFAULT_PROGRAMS: &[&str] = &[
+    "python3", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "sort", "uniq", "echo",
+    "pwd", "true",
+];

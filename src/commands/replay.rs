@@ -1,0 +1,41 @@
+//! `hcbench replay`: summaries rebuilt from traces alone.
+
+use anyhow::Context as _;
+
+use super::CommandError;
+use crate::cli::{Format, ReplayArgs};
+use crate::replay::{replay_run, replay_trace, CellSummary};
+use crate::report::terminal;
+use crate::exit;
+
+pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
+    let path = &args.path;
+    let mut summaries: Vec<CellSummary> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    if path.is_file() {
+        summaries.push(replay_trace(path)?);
+    } else if path.is_dir() {
+        for (trace, result) in replay_run(path)? {
+            match result {
+                Ok(s) => summaries.push(s),
+                Err(e) => problems.push(format!("{}: {e}", trace.display())),
+            }
+        }
+        if summaries.is_empty() && problems.is_empty() {
+            return Err(CommandError::Usage(format!("{} holds no cells/*/trace.jsonl", path.display())));
+        }
+    } else {
+        return Err(CommandError::Usage(format!("{} does not exist", path.display())));
+    }
+    match args.format {
+        Format::Table => {
+            println!("{}", terminal::cell_table(&summaries));
+            println!("{}", terminal::totals_line(&summaries));
+        }
+        Format::Json => println!("{}", serde_json::to_string_pretty(&summaries).context("json")?),
+    }
+    for p in &problems {
+        eprintln!("error: {p}");
+    }
+    Ok(if problems.is_empty() { exit::SUCCESS } else { exit::USAGE })
+}

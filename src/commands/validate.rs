@@ -1,0 +1,184 @@
+//! `hcbench validate`: proves each case sound by running control agents against it.
+//!
+//! For every case, in parallel: the baseline tests fail (seen through the nop agent, which
+//! finishes at once), the oracle passes, the oracle passes again with the same verdict, the nop
+//! agent fails, and a tamper agent that weakens the tests fails. A case that misses any of
+//! these is unsound and is named with the reason; the exit code is then 1.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::CommandError;
+use crate::bench::{Benchmark, Case};
+use crate::cli::{Format, ValidateArgs};
+use crate::engine::{self, Manifest};
+use crate::model::action::Action;
+use crate::model::scripted::Script;
+use crate::model::{Profile, ProfileKind};
+use crate::replay::CellSummary;
+use crate::report::progress::LineProgress;
+use crate::trace::event::Outcome;
+use crate::{exit, settings};
+
+const WEAK_TEST: &str = "import unittest\n\n\nclass Weakened(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n";
+
+#[derive(Debug, Serialize)]
+pub struct CaseVerdict {
+    pub case: String,
+    pub baseline_fails: bool,
+    pub oracle_passes: bool,
+    pub oracle_repeatable: bool,
+    pub nop_fails: bool,
+    pub tamper_fails: bool,
+    pub sound: bool,
+    pub problems: Vec<String>,
+}
+
+/// A script that overwrites every test file of each case with a test that always passes.
+fn tamper_script(bench: &Benchmark, ids: &[String]) -> Script {
+    let mut cases = BTreeMap::new();
+    for case in ids.iter().filter_map(|id| bench.case(id)) {
+        let mut targets: Vec<String> = case.verifier.unchanged.clone();
+        collect_test_files(&case.fixture_dir, &case.fixture_dir, &mut targets);
+        targets.sort();
+        targets.dedup();
+        let mut actions: Vec<Action> = targets
+            .iter()
+            .map(|p| Action::new("write_file", serde_json::json!({"path": p, "content": WEAK_TEST, "overwrite": true})))
+            .collect();
+        actions.push(Action::finish("weakened the tests"));
+        cases.insert(case.id.clone(), actions);
+    }
+    Script { label: "tamper".into(), default: vec![Action::finish("")], cases }
+}
+
+fn collect_test_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        let Ok(ty) = e.file_type() else { continue };
+        if ty.is_dir() && e.file_name() != ".git" {
+            collect_test_files(root, &p, out);
+        } else if ty.is_file() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("test") && name.ends_with(".py") {
+                out.push(p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned());
+            }
+        }
+    }
+}
+
+fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
+    let get = |p: &str| cells.get(p).copied();
+    let outcome = |p: &str| get(p).and_then(|s| s.outcome);
+    let mut problems = Vec::new();
+    let baseline_fails = get("nop").and_then(|s| s.tests_passed) == Some(false);
+    if !baseline_fails {
+        problems.push("baseline tests do not fail before any action".to_string());
+    }
+    let oracle_passes = outcome("oracle") == Some(Outcome::Passed);
+    if !oracle_passes {
+        problems.push(format!("oracle does not pass: {}", get("oracle").map_or("no result".into(), |s| format!("{} ({})", s.outcome_label(), s.reason))));
+    }
+    let oracle_repeatable = match (get("oracle"), get("oracle-rerun")) {
+        (Some(a), Some(b)) => a.outcome == b.outcome && a.tests_passed == b.tests_passed && a.verifier_passed == b.verifier_passed,
+        _ => false,
+    };
+    if !oracle_repeatable {
+        problems.push("oracle verdict differs between two runs".to_string());
+    }
+    let nop_fails = outcome("nop") == Some(Outcome::Failed);
+    if !nop_fails {
+        problems.push(format!("nop agent does not fail: {}", get("nop").map_or("no result", |s| s.outcome_label())));
+    }
+    let tamper_fails = outcome("tamper") == Some(Outcome::Failed);
+    if !tamper_fails {
+        problems.push(format!("tamper agent (weakened tests) does not fail: {}", get("tamper").map_or("no result", |s| s.outcome_label())));
+    }
+    CaseVerdict {
+        case: case.id.clone(),
+        baseline_fails,
+        oracle_passes,
+        oracle_repeatable,
+        nop_fails,
+        tamper_fails,
+        sound: problems.is_empty(),
+        problems,
+    }
+}
+
+pub fn validate(root: &Path, args: ValidateArgs) -> Result<i32, CommandError> {
+    let selected = settings::select(root, &args.selection)?;
+    let bench = &selected.benchmark;
+    let jobs = settings::jobs(args.jobs);
+    let run_id = engine::new_run_id();
+    let run_dir = settings::run_dir(root, args.out.as_deref(), "validate", &run_id);
+    let run_dir = engine::prepare_run_dir(&run_dir)
+        .map_err(|e| CommandError::Usage(format!("cannot use directory {}: {e}", run_dir.display())))?;
+    let profiles = vec![
+        Profile::oracle(),
+        Profile { name: "oracle-rerun".into(), kind: ProfileKind::Oracle },
+        Profile::scripted("nop", Script::nop()),
+        Profile::scripted("tamper", tamper_script(bench, &selected.case_ids)),
+    ];
+    let manifest = Manifest {
+        schema_version: 1,
+        run_id: run_id.clone(),
+        hcbench_version: env!("CARGO_PKG_VERSION").into(),
+        command: "validate".into(),
+        benchmark: bench.name.clone(),
+        profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
+        cases: selected.case_ids.clone(),
+        jobs,
+        started_at: crate::util::now_rfc3339(),
+    };
+    crate::util::write_atomic(&run_dir.join("manifest.json"), &serde_json::to_vec_pretty(&manifest).context("manifest")?)
+        .context("cannot write the manifest")?;
+    let cells = engine::plan(&run_id, &run_dir, bench, &selected.case_ids, &profiles);
+    let summaries = super::runtime()?
+        .block_on(engine::execute(&run_id, &run_dir, cells, jobs, Arc::new(LineProgress::stderr())))
+        .context("validation run")?;
+
+    let mut by_case: BTreeMap<&str, BTreeMap<&str, &CellSummary>> = BTreeMap::new();
+    for s in &summaries {
+        by_case.entry(s.case_id.as_str()).or_default().insert(s.profile.as_str(), s);
+    }
+    let empty = BTreeMap::new();
+    let verdicts: Vec<CaseVerdict> = selected
+        .case_ids
+        .iter()
+        .filter_map(|id| bench.case(id))
+        .map(|c| verdict(c, by_case.get(c.id.as_str()).unwrap_or(&empty)))
+        .collect();
+    let unsound = verdicts.iter().filter(|v| !v.sound).count();
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&verdicts).context("json")?),
+        Format::Table => {
+            let mark = |b: bool| if b { "ok" } else { "NO" };
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+            t.set_header(["case", "baseline fails", "oracle passes", "repeatable", "nop fails", "tamper fails", "verdict"]);
+            for v in &verdicts {
+                t.add_row([
+                    v.case.clone(),
+                    mark(v.baseline_fails).into(),
+                    mark(v.oracle_passes).into(),
+                    mark(v.oracle_repeatable).into(),
+                    mark(v.nop_fails).into(),
+                    mark(v.tamper_fails).into(),
+                    if v.sound { "sound".into() } else { "UNSOUND".to_string() },
+                ]);
+            }
+            println!("{t}");
+            for v in verdicts.iter().filter(|v| !v.sound) {
+                println!("unsound: {}: {}", v.case, v.problems.join("; "));
+            }
+            println!("{} case(s): {} sound, {} unsound; runs in {}", verdicts.len(), verdicts.len() - unsound, unsound, run_dir.display());
+        }
+    }
+    Ok(if unsound == 0 { exit::SUCCESS } else { exit::FAILED })
+}

@@ -1,0 +1,24 @@
+//! hcbench: a batch evaluation and benchmarking framework for coding agents.
+//!
+//! The crate is one library plus the thin `hcbench` binary. The data flow follows
+//! `docs/architecture.md`: the CLI resolves [`settings`] once, [`bench`] loads and validates
+//! cases, [`engine`] runs cells (case x profile) in parallel, each through the embedded
+//! [`agent`] loop, which appends every step to a [`trace`]. [`replay`] rebuilds summaries from
+//! traces alone and [`report`] renders them. The engine never prints: progress reaches the CLI
+//! through [`engine::EngineSink`].
+
+pub mod agent;
+pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod exit;
+pub mod model;
+pub mod process;
+pub mod replay;
+pub mod report;
+pub mod results;
+pub mod settings;
+pub mod trace;
+pub mod util;
+pub mod workspace;

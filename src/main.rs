@@ -1,0 +1,26 @@
+//! The `hcbench` binary: parse, run, map the result to an exit code. Nothing else.
+
+use clap::Parser;
+
+fn main() {
+    let cli = hcbench::cli::Cli::parse();
+    init_tracing(cli.verbose);
+    let code = match hcbench::commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,0 +1,252 @@
+//! Child processes: tests, verifiers and `run_command`.
+//!
+//! Rules, in the spirit of cargo-nextest's runner: argv only, never a shell unless a case's
+//! argv names one; each child leads its own process group so a timeout can stop everything it
+//! spawned (SIGTERM to the group, a grace period, then SIGKILL); captured output is bounded;
+//! the environment is scrubbed of secrets and made deterministic. A timeout is a result
+//! (`timed_out = true`), not an error.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+/// How long a timed-out group gets between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_millis(500);
+/// Default bound on captured bytes per stream.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
+
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Extra environment, applied after scrubbing.
+    pub env: Vec<(String, String)>,
+    pub output_limit: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandOutcome {
+    /// Exit code, or None when killed by a signal.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// True when either stream exceeded `output_limit` and was cut.
+    pub truncated: bool,
+    pub duration: Duration,
+}
+
+impl CommandOutcome {
+    pub fn success(&self) -> bool {
+        !self.timed_out && self.exit_code == Some(0)
+    }
+
+    /// Exit status, stdout and stderr as one text for the model and the trace.
+    pub fn combined(&self) -> String {
+        let mut s = String::new();
+        if self.timed_out {
+            s.push_str(&format!("timed out after {:.1}s\n", self.duration.as_secs_f64()));
+        } else {
+            match self.exit_code {
+                Some(c) => s.push_str(&format!("exit code {c}\n")),
+                None => s.push_str("killed by a signal\n"),
+            }
+        }
+        if !self.stdout.is_empty() {
+            s.push_str("--- stdout ---\n");
+            s.push_str(&String::from_utf8_lossy(&self.stdout));
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+        if !self.stderr.is_empty() {
+            s.push_str("--- stderr ---\n");
+            s.push_str(&String::from_utf8_lossy(&self.stderr));
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+        if self.truncated {
+            s.push_str("[output truncated]\n");
+        }
+        s
+    }
+}
+
+/// True for variable names that look like credentials; these never reach a child.
+pub fn is_secret_var(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const SUFFIXES: &[&str] = &["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_SECRET_KEY", "_CREDENTIALS"];
+    SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || matches!(upper.as_str(), "API_KEY" | "TOKEN" | "PASSWORD" | "SECRET")
+}
+
+/// The environment a child sees: ours minus secrets, plus the deterministic settings.
+pub fn child_env(extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| !is_secret_var(k)).collect();
+    for (k, v) in [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONHASHSEED", "0"), ("TZ", "UTC")] {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    for (k, v) in extra {
+        env.retain(|(name, _)| name != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+/// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
+pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
+    let (program, args) = spec
+        .argv
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(child_env(&spec.env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let started = Instant::now();
+    tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
+    let mut child = cmd.spawn()?;
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let limit = spec.output_limit;
+    let out_task = tokio::spawn(read_bounded(child.stdout.take(), limit));
+    let err_task = tokio::spawn(read_bounded(child.stderr.take(), limit));
+
+    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
+        Ok(status) => (Some(status?), false),
+        Err(_) => {
+            signal_group(pgid, Signal::SIGTERM);
+            match tokio::time::timeout(GRACE, child.wait()).await {
+                Ok(status) => (Some(status?), true),
+                Err(_) => {
+                    signal_group(pgid, Signal::SIGKILL);
+                    (Some(child.wait().await?), true)
+                }
+            }
+        }
+    };
+    let duration = started.elapsed();
+    tracing::debug!(argv = ?spec.argv, ?status, timed_out, ms = duration.as_millis() as u64, "child ended");
+    // The leader is gone; anything it left in its group (a backgrounded grandchild) would keep
+    // the output pipes open and outlive the cell. Nothing a test starts may outlive it.
+    signal_group(pgid, Signal::SIGKILL);
+    let collect = async {
+        let (o, e) = tokio::join!(out_task, err_task);
+        (o.unwrap_or_default(), e.unwrap_or_default())
+    };
+    // A process that escaped the group (setsid) could hold the pipes forever: stop waiting.
+    let ((stdout, t1), (stderr, t2)) = tokio::time::timeout(Duration::from_secs(2), collect)
+        .await
+        .unwrap_or(((Vec::new(), true), (Vec::new(), true)));
+    let exit_code = status.and_then(|s| s.code());
+    Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
+}
+
+fn signal_group(pgid: Option<Pid>, signal: Signal) {
+    if let Some(pgid) = pgid {
+        // ESRCH (group already gone) is the normal case after a clean exit.
+        let _ = killpg(pgid, signal);
+    }
+}
+
+async fn read_bounded<R: AsyncRead + Unpin>(stream: Option<R>, limit: usize) -> (Vec<u8>, bool) {
+    let Some(mut stream) = stream else { return (Vec::new(), false) };
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(argv: &[&str], timeout_ms: u64) -> CommandSpec {
+        CommandSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_millis(timeout_ms),
+            env: Vec::new(),
+            output_limit: 1000,
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        // Signal 0 probes for existence; a zombie would still answer, so also check /proc state.
+        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+            return false;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z")
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group_including_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        let script = format!(
+            "import subprocess, time\np = subprocess.Popen(['sleep', '300'])\nopen({:?}, 'w').write(str(p.pid))\ntime.sleep(300)\n",
+            pidfile.to_str().unwrap()
+        );
+        let started = Instant::now();
+        let out = run(&spec(&["python3", "-c", &script], 1500)).await.unwrap();
+        assert!(out.timed_out, "the command must time out");
+        assert!(!out.success());
+        assert!(started.elapsed() < Duration::from_secs(10), "timeout must not wait for the sleepers");
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while alive(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(pid), "grandchild {pid} survived the timeout");
+    }
+
+    #[tokio::test]
+    async fn output_is_bounded_and_exit_code_kept() {
+        let out = run(&spec(&["python3", "-c", "import sys; print('x'*5000); sys.exit(3)"], 10_000)).await.unwrap();
+        assert_eq!(out.exit_code, Some(3));
+        assert_eq!(out.stdout.len(), 1000);
+        assert!(out.truncated);
+    }
+
+    #[tokio::test]
+    async fn secrets_are_scrubbed_and_env_is_deterministic() {
+        // SAFETY: tests in this module do not read these variables concurrently.
+        unsafe { std::env::set_var("HCBENCH_CANARY_API_KEY", "sk-canary") };
+        let script = "import os; print(os.environ.get('HCBENCH_CANARY_API_KEY'), os.environ['PYTHONHASHSEED'], os.environ['TZ'])";
+        let out = run(&spec(&["python3", "-c", script], 10_000)).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "None 0 UTC");
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_an_error() {
+        let err = run(&spec(&["definitely-not-a-program-hcbench"], 1000)).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}

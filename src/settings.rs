@@ -1,0 +1,76 @@
+//! Resolved settings: command-line values, environment and defaults combined once.
+//!
+//! Like ripgrep's high-level arguments, these carry no `Option`s that mean "not given": every
+//! default has been applied and every name checked, so commands can build workers directly.
+
+use std::path::{Path, PathBuf};
+
+use crate::bench::{load_benchmark, suite::select_suite, Benchmark, Split};
+use crate::cli::Selection;
+use crate::commands::CommandError;
+use crate::model::scripted::Script;
+use crate::model::Profile;
+
+/// The benchmark and the ids of the selected cases, in benchmark order.
+pub struct Selected {
+    pub benchmark: Benchmark,
+    pub case_ids: Vec<String>,
+}
+
+/// Loads the benchmark and applies --suite, --split and --case.
+pub fn select(root: &Path, sel: &Selection) -> Result<Selected, CommandError> {
+    let benchmark = load_benchmark(root, &sel.benchmark)?;
+    let mut ids: Vec<String> = match &sel.suite {
+        Some(suite) => select_suite(root, suite, &benchmark)?,
+        None => benchmark.cases.iter().map(|c| c.id.clone()).collect(),
+    };
+    if let Some(split) = &sel.split {
+        let split = Split::parse(split).expect("clap checked the split");
+        ids.retain(|id| benchmark.case(id).is_some_and(|c| c.split == split));
+    }
+    if !sel.cases.is_empty() {
+        for id in &sel.cases {
+            if benchmark.case(id).is_none() {
+                return Err(CommandError::Usage(format!(
+                    "--case {id}: no such case in benchmark `{}`; `hcbench list` shows the ids",
+                    benchmark.name
+                )));
+            }
+        }
+        ids.retain(|id| sel.cases.contains(id));
+    }
+    if ids.is_empty() {
+        return Err(CommandError::Usage(format!(
+            "the selection matches no case of benchmark `{}` (suite {:?}, split {:?}); widen it",
+            benchmark.name, sel.suite, sel.split
+        )));
+    }
+    Ok(Selected { benchmark, case_ids: ids })
+}
+
+/// Resolves a profile name (and its script) into a [`Profile`].
+pub fn profile(name: &str, script: Option<&Path>) -> Result<Profile, CommandError> {
+    match name {
+        "oracle" => Ok(Profile::oracle()),
+        "scripted" => {
+            let path = script.ok_or_else(|| {
+                CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())
+            })?;
+            Ok(Profile::scripted("scripted", Script::load(path)?))
+        }
+        other => Err(CommandError::Usage(format!(
+            "unknown profile `{other}`; built-in profiles: oracle, scripted (with --script)"
+        ))),
+    }
+}
+
+/// Worker count: the flag, else the number of cores.
+pub fn jobs(flag: Option<usize>) -> usize {
+    flag.filter(|j| *j > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+}
+
+/// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
+pub fn run_dir(root: &Path, out: Option<&Path>, kind: &str, run_id: &str) -> PathBuf {
+    out.map(Path::to_path_buf).unwrap_or_else(|| root.join("workspace").join(kind).join(run_id))
+}

@@ -1,0 +1,240 @@
+//! Trace event types. This is a serialized format: changing a field is a schema change.
+//!
+//! Compatibility rule: readers accept any `schema_version <= SCHEMA_VERSION`; new optional
+//! fields may be added without a bump (they default on read); removing or retyping a field
+//! needs a bump and a note in `docs/formats.md`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the trace event format written by this build.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of `trace.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub cell_id: String,
+    /// 0-based, gap-free within a trace.
+    pub seq: u64,
+    /// RFC 3339 UTC, milliseconds.
+    pub ts: String,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// What happened. Serialized with a `kind` tag in snake_case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventBody {
+    RunStarted {
+        benchmark: String,
+        case_id: String,
+        category: String,
+        split: String,
+        profile: String,
+        /// Provider and model metadata. Never contains secrets.
+        model: ModelInfo,
+        step_budget: u32,
+        hcbench_version: String,
+    },
+    ContextPacked {
+        step: u32,
+        sections: Vec<ContextSection>,
+        total_chars: usize,
+    },
+    ModelAction {
+        step: u32,
+        tool: String,
+        args: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        #[serde(default)]
+        latency_ms: u64,
+    },
+    ModelRetry {
+        step: u32,
+        attempt: u32,
+        cause: String,
+        delay_ms: u64,
+    },
+    ModelError {
+        step: u32,
+        /// `parse`, `truncated`, `provider`, `exhausted`.
+        error_kind: String,
+        message: String,
+    },
+    PolicyDecision {
+        step: u32,
+        tool: String,
+        allowed: bool,
+        reason: String,
+        /// True when the call was refused because its arguments were malformed (an invalid
+        /// action, not a policy violation).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        invalid: bool,
+    },
+    ToolResult {
+        step: u32,
+        tool: String,
+        ok: bool,
+        /// True when the policy denied the call and the tool never ran.
+        #[serde(default)]
+        denied: bool,
+        /// Bounded preview: what the model sees.
+        output: String,
+        output_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        artifact: Option<Artifact>,
+        /// Paths (workspace-relative) this call changed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        modified: Vec<String>,
+        /// Path a read_file call read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read: Option<String>,
+        duration_ms: u64,
+    },
+    StateUpdated {
+        step: u32,
+        steps_used: u32,
+        files_modified: Vec<String>,
+        finished: bool,
+    },
+    TestResult {
+        passed: bool,
+        exit_code: Option<i32>,
+        timed_out: bool,
+        duration_ms: u64,
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        artifact: Option<Artifact>,
+    },
+    VerifierResult {
+        passed: bool,
+        checks: Vec<Check>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        metrics: BTreeMap<String, Value>,
+    },
+    RunFinished {
+        outcome: Outcome,
+        reward: f64,
+        /// Why the agent loop stopped: `finished`, `step_budget_exhausted`, `model_error`...
+        stop_reason: String,
+        /// One sentence explaining the outcome.
+        reason: String,
+        elapsed_ms: u64,
+    },
+}
+
+impl EventBody {
+    /// The `kind` tag as written to the trace.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::RunStarted { .. } => "run_started",
+            EventBody::ContextPacked { .. } => "context_packed",
+            EventBody::ModelAction { .. } => "model_action",
+            EventBody::ModelRetry { .. } => "model_retry",
+            EventBody::ModelError { .. } => "model_error",
+            EventBody::PolicyDecision { .. } => "policy_decision",
+            EventBody::ToolResult { .. } => "tool_result",
+            EventBody::StateUpdated { .. } => "state_updated",
+            EventBody::TestResult { .. } => "test_result",
+            EventBody::VerifierResult { .. } => "verifier_result",
+            EventBody::RunFinished { .. } => "run_finished",
+        }
+    }
+}
+
+/// Model and provider metadata recorded in `run_started`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One section of the projected context and what the budget did to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextSection {
+    pub name: String,
+    pub chars: usize,
+    pub budget: usize,
+    /// Characters removed to fit the budget (0 when the section fit).
+    pub cut: usize,
+    /// Items (e.g. old observations) dropped entirely.
+    #[serde(default)]
+    pub dropped: usize,
+}
+
+/// A large output stored beside the trace. `path` is relative to the cell directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// One verifier check (`unchanged`, `forbid_denials`, `max_steps`, `command`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// The class of a cell's result. Infrastructure classes are never merged with agent failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Tests and verifier passed.
+    Passed,
+    /// The agent's work did not pass: a real, valid negative verdict.
+    Failed,
+    /// A child process (tests, verifier) exceeded its time limit.
+    Timeout,
+    /// The model provider failed after retries.
+    ProviderError,
+    /// The verifier itself could not run.
+    VerifierError,
+    /// hcbench could not run the cell (workspace, I/O, bad case).
+    HarnessError,
+    /// The run was interrupted before the cell ended.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Timeout => "timeout",
+            Outcome::ProviderError => "provider_error",
+            Outcome::VerifierError => "verifier_error",
+            Outcome::HarnessError => "harness_error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// True when the cell produced a valid verdict on the agent (passed or failed).
+    pub fn is_verdict(self) -> bool {
+        matches!(self, Outcome::Passed | Outcome::Failed)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

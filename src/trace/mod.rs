@@ -1,0 +1,15 @@
+//! The trace: an append-only JSONL record of everything that happened in one cell.
+//!
+//! The trace is the source of truth. Every number in every report must be recomputable from
+//! traces alone (`hcbench replay`, `hcbench report`). Invariants, enforced in [`writer`]:
+//! one event per line, sequence numbers start at 0 and increase by one, each line is written
+//! with a single `write` and flushed before the next step, so a crash leaves a valid prefix
+//! (at worst a cut last line, which [`reader`] tolerates).
+
+pub mod event;
+pub mod reader;
+pub mod writer;
+
+pub use event::{Event, EventBody, SCHEMA_VERSION};
+pub use reader::{read_trace, TraceError, TraceRead};
+pub use writer::TraceWriter;

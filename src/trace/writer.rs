@@ -1,0 +1,60 @@
+//! Appends events to a cell's `trace.jsonl`.
+//!
+//! Invariant: this is the only code that writes a trace, and it writes each event as one
+//! complete line with a single `write_all`, then flushes, before the engine moves on. A crash
+//! therefore leaves a valid prefix.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::event::{Event, EventBody, SCHEMA_VERSION};
+use crate::util::now_rfc3339;
+
+pub struct TraceWriter {
+    path: PathBuf,
+    file: File,
+    run_id: String,
+    cell_id: String,
+    next_seq: u64,
+    line: Vec<u8>,
+}
+
+impl TraceWriter {
+    /// Creates (truncating) the trace file at `path`.
+    pub fn create(path: &Path, run_id: &str, cell_id: &str) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).write(true).truncate(true).open(path)?;
+        Ok(TraceWriter {
+            path: path.to_path_buf(),
+            file,
+            run_id: run_id.to_string(),
+            cell_id: cell_id.to_string(),
+            next_seq: 0,
+            line: Vec::with_capacity(1024),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stamps `body` with schema version, ids, sequence number and time, appends it and
+    /// returns the stamped event.
+    pub fn append(&mut self, body: EventBody) -> io::Result<Event> {
+        let event = Event {
+            schema_version: SCHEMA_VERSION,
+            run_id: self.run_id.clone(),
+            cell_id: self.cell_id.clone(),
+            seq: self.next_seq,
+            ts: now_rfc3339(),
+            body,
+        };
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &event).map_err(io::Error::other)?;
+        self.line.push(b'\n');
+        self.file.write_all(&self.line)?;
+        self.file.flush()?;
+        self.next_seq += 1;
+        Ok(event)
+    }
+}

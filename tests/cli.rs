@@ -1,0 +1,349 @@
+//! End-to-end tests: the real `hcbench` binary against real fixtures, real child processes and
+//! real files. Each test reads like a user session: build a command, run it, check what the
+//! user would see (exit code, stdout, files on disk).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcbench");
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command under test.
+struct Test {
+    root: PathBuf,
+    args: Vec<String>,
+}
+
+/// What the command did.
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Test {
+    fn new() -> Self {
+        Test { root: repo_root(), args: Vec::new() }
+    }
+
+    fn root(mut self, root: &Path) -> Self {
+        self.root = root.to_path_buf();
+        self
+    }
+
+    fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    fn arg_path(mut self, p: &Path) -> Self {
+        self.args.push(p.to_string_lossy().into_owned());
+        self
+    }
+
+    fn run(self) -> Output {
+        let out = Command::new(BIN)
+            .args(&self.args)
+            .current_dir(&self.root)
+            .env_remove("HCBENCH_ROOT")
+            .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
+            .output()
+            .expect("hcbench starts");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Output {
+    fn code(self, want: i32) -> Self {
+        assert_eq!(self.code, want, "exit code\n--- stdout ---\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
+        self
+    }
+
+    fn stderr_has(self, needle: &str) -> Self {
+        assert!(self.stderr.contains(needle), "stderr lacks {needle:?}:\n{}", self.stderr);
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// SHA-256 of every file under `dir`, keyed by relative path.
+fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let ty = e.file_type().unwrap();
+            if ty.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = if ty.is_symlink() {
+                    std::fs::read_link(&p).unwrap().to_string_lossy().into_owned().into_bytes()
+                } else {
+                    std::fs::read(&p).unwrap()
+                };
+                let digest = Sha256::digest(&bytes);
+                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), format!("{digest:x}"));
+            }
+        }
+    }
+    out
+}
+
+fn by_cell(summaries: &Value) -> BTreeMap<String, Value> {
+    summaries
+        .as_array()
+        .expect("an array of summaries")
+        .iter()
+        .map(|s| (s["cell_id"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
+}
+
+#[test]
+fn oracle_passes_every_case_replay_agrees_and_fixtures_stay_untouched() {
+    let fixtures_before = tree_hashes(&repo_root().join("fixtures"));
+    let out_dir = tempfile::tempdir().unwrap();
+    let run_dir = out_dir.path().join("run");
+    let live = Test::new().args(&["run", "--format", "json", "--out"]).arg_path(&run_dir).run().code(0);
+    let live = by_cell(&live.json());
+    assert!(live.len() >= 10, "the benchmark has at least 10 cases");
+    for (cell, s) in &live {
+        assert_eq!(s["outcome"], "passed", "{cell}: {}", s["reason"]);
+        assert_eq!(s["reward"], 1.0);
+        assert!(s["tool_calls"].as_u64().unwrap() >= 2, "{cell} did real work");
+        assert!(run_dir.join("cells").join(cell).join("workspace").is_dir());
+    }
+
+    // The summary rebuilt from traces alone equals the one the live run printed.
+    let replayed = Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0);
+    assert_eq!(by_cell(&replayed.json()), live);
+
+    // Replay of one trace file works the same way.
+    let (cell, summary) = live.iter().next().unwrap();
+    let one = Test::new()
+        .args(&["replay", "--format", "json"])
+        .arg_path(&run_dir.join("cells").join(cell).join("trace.jsonl"))
+        .run()
+        .code(0);
+    assert_eq!(&one.json()[0], summary);
+
+    // results.jsonl holds one line per cell, equal to the live summaries.
+    let results = std::fs::read_to_string(run_dir.join("results.jsonl")).unwrap();
+    let lines: BTreeMap<String, Value> = results
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["cell_id"].as_str().unwrap().to_string(), v))
+        .collect();
+    assert_eq!(lines, live);
+
+    let fixtures_after = tree_hashes(&repo_root().join("fixtures"));
+    let changed: Vec<&String> = fixtures_before
+        .keys()
+        .chain(fixtures_after.keys())
+        .filter(|k| fixtures_before.get(*k) != fixtures_after.get(*k))
+        .collect();
+    assert!(changed.is_empty(), "a run must never modify fixtures; changed: {changed:?}");
+    // No secret from the environment reaches any file the run wrote.
+    for (path, _) in tree_hashes(&run_dir) {
+        let bytes = std::fs::read(run_dir.join(&path)).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&bytes).contains("sk-canary-never-leaks"), "secret leaked into {path}");
+    }
+}
+
+#[test]
+fn a_do_nothing_agent_fails_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nop.yaml");
+    std::fs::write(&script, "default:\n  - {tool: finish, args: {answer: done}}\n").unwrap();
+    let out = Test::new()
+        .args(&["run", "--profile", "scripted", "--format", "json", "--script"])
+        .arg_path(&script)
+        .args(&["--out"])
+        .arg_path(&dir.path().join("run"))
+        .run()
+        .code(1);
+    for (cell, s) in by_cell(&out.json()) {
+        assert_eq!(s["outcome"], "failed", "{cell} must fail when the agent does nothing");
+        assert_eq!(s["tests_passed"], false, "{cell}: the baseline tests must fail");
+        assert_eq!(s["steps"], 1);
+    }
+}
+
+/// A throwaway project root with one benchmark built from `cases` (id, case YAML, oracle YAML).
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Scratch { dir };
+        s.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: scratch\n");
+        s.write("fixtures/calc/calc.py", "def add(a, b):\n    return a - b\n");
+        s.write(
+            "fixtures/calc/tests/test_calc.py",
+            "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+        );
+        s
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn case(&self, id: &str, yaml: &str, oracle: &str) {
+        self.write(&format!("benchmarks/demo/cases/{id}.yaml"), yaml);
+        self.write(&format!("benchmarks/demo/oracle/{id}.yaml"), oracle);
+    }
+}
+
+const GOOD_CASE: &str = "id: good\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_calc.py]\n";
+const GOOD_ORACLE: &str = "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
+
+#[test]
+fn a_broken_benchmark_reports_every_problem_with_file_and_field() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.case(
+        "bad",
+        "id: bad\ncategory: bugfx\nsplit: train\nfixture: nowhere\nprompt: x\nallowed_tools: [read_file, teleport, finish]\nstep_budget: 3\ntest_command: [python3]\n",
+        "actions: []\n",
+    );
+    s.case("typo", "id: typo\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budgett: 3\n", GOOD_ORACLE);
+    s.write("benchmarks/demo/cases/noracle.yaml", &GOOD_CASE.replace("id: good", "id: noracle"));
+    let out = Test::new().root(s.path()).args(&["run", "--benchmark", "demo"]).run().code(2);
+    let err = &out.stderr;
+    for needle in [
+        "bad.yaml: case `bad`: field `category`: `bugfx` is unknown",
+        "field `fixture`: `nowhere` does not exist",
+        "field `allowed_tools`: `teleport` is not a tool",
+        "oracle/bad.yaml: case `bad`: field `actions`: is empty",
+        "typo.yaml",
+        "step_budgett",
+        "case `noracle`: field `oracle`: no oracle actions",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(!s.path().join("workspace").exists(), "nothing is written when the input is bad");
+}
+
+#[test]
+fn a_hanging_test_command_is_a_timeout_and_the_run_goes_on() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.case(
+        "hang",
+        "id: hang\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budget: 3\ntimeout_s: 1\ntest_command: [python3, -c, 'import time; time.sleep(120)']\n",
+        GOOD_ORACLE,
+    );
+    let started = std::time::Instant::now();
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
+        .arg_path(&s.path().join("run"))
+        .run()
+        .code(1);
+    assert!(started.elapsed().as_secs() < 60, "the hang must be cut by the timeout");
+    let cells = by_cell(&out.json());
+    assert_eq!(cells["hang__oracle"]["outcome"], "timeout");
+    assert_eq!(cells["good__oracle"]["outcome"], "passed");
+}
+
+#[test]
+fn policy_denials_are_recorded_and_the_loop_continues() {
+    let s = Scratch::new();
+    s.write("fixtures/calc/.env", "TOKEN=hunter2\n");
+    s.case("good", &GOOD_CASE.replace("  unchanged", "  forbid_denials: true\n  unchanged"), GOOD_ORACLE);
+    let script = s.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "default:\n  - {tool: read_file, args: {path: .env}}\n  - {tool: read_file, args: {path: ../secret}}\n  - {tool: run_command, args: {argv: [curl, 'http://example.com']}}\n  - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n  - {tool: finish}\n",
+    )
+    .unwrap();
+    let run_dir = s.path().join("run");
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--profile", "scripted", "--format", "json", "--script"])
+        .arg_path(&script)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(1);
+    let cell = &by_cell(&out.json())["good__scripted"];
+    assert_eq!(cell["policy_denials"], 3);
+    assert_eq!(cell["tests_passed"], true, "the loop went on after the denials and fixed the bug");
+    assert_eq!(cell["outcome"], "failed", "forbid_denials fails the case");
+    let trace = std::fs::read_to_string(run_dir.join("cells/good__scripted/trace.jsonl")).unwrap();
+    assert!(!trace.contains("hunter2"), "the secret was never read");
+    let kinds: Vec<String> = trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().to_string())
+        .collect();
+    let first_denial = kinds.iter().position(|k| k == "policy_decision").unwrap();
+    assert_eq!(kinds[first_denial + 1], "tool_result", "every decision is followed by its result");
+}
+
+#[test]
+fn a_trace_cut_mid_line_still_replays_its_prefix() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    let run_dir = s.path().join("run");
+    Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
+    let trace = run_dir.join("cells/good__oracle/trace.jsonl");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // Keep the first three events and half of the fourth, as a crash mid-write would.
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = format!("{}\n{}\n{}\n{}", lines[0], lines[1], lines[2], &lines[3][..lines[3].len() / 2]);
+    std::fs::write(&trace, cut).unwrap();
+    let out = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0);
+    let s0 = &out.json()[0];
+    assert_eq!(s0["truncated"], true);
+    assert_eq!(s0["events"], 3);
+    assert_eq!(s0["outcome"], Value::Null, "an unfinished trace has no outcome");
+
+    // Corruption in the middle is an error that names the line, not a silent skip.
+    std::fs::write(&trace, format!("{}\nnot json\n{}\n", lines[0], lines[1])).unwrap();
+    Test::new().args(&["replay"]).arg_path(&trace).run().code(2).stderr_has("line 2");
+}
+
+#[test]
+fn bad_command_lines_exit_2_with_a_clear_message() {
+    Test::new().args(&["run", "--profile", "gpt9"]).run().code(2).stderr_has("unknown profile `gpt9`");
+    Test::new().args(&["run", "--benchmark", "nope"]).run().code(2).stderr_has("no benchmark `nope`");
+    Test::new().args(&["run", "--profile", "scripted"]).run().code(2).stderr_has("needs --script");
+    Test::new().args(&["run", "--case", "no-such-case"]).run().code(2).stderr_has("no such case");
+    Test::new().args(&["replay", "/definitely/not/here"]).run().code(2).stderr_has("does not exist");
+    let empty = tempfile::tempdir().unwrap();
+    Test::new().args(&["replay"]).arg_path(empty.path()).run().code(2).stderr_has("neither a trace.jsonl");
+}
+
+#[test]
+fn list_shows_cases_with_category_split_and_size() {
+    let out = Test::new().args(&["list", "--format", "json"]).run().code(0);
+    let rows = out.json();
+    let rows = rows.as_array().unwrap();
+    assert!(rows.len() >= 10);
+    let categories: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["category"].as_str().unwrap()).collect();
+    assert_eq!(categories.len(), 5, "all five categories are present: {categories:?}");
+    assert!(rows.iter().all(|r| r["fixture_bytes"].as_u64().unwrap() > 0));
+}
