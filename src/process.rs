@@ -122,6 +122,8 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    // If this future is dropped (the run was cancelled), the guard kills the whole group.
+    let _guard = GroupGuard::new(pgid);
     let limit = spec.output_limit;
     let out_task = tokio::spawn(read_bounded(child.stdout.take(), limit));
     let err_task = tokio::spawn(read_bounded(child.stderr.take(), limit));
@@ -154,6 +156,38 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         .unwrap_or(((Vec::new(), true), (Vec::new(), true)));
     let exit_code = status.and_then(|s| s.code());
     Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
+}
+
+/// Process groups of children still running, so a forced exit can kill them all.
+static ACTIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Kills every running child's process group: used before a forced exit (second Ctrl-C).
+pub fn kill_all_groups() {
+    let groups = ACTIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for g in groups {
+        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+    }
+}
+
+/// Registers a group while it runs and kills it when dropped, whatever path drops it.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn new(pgid: Option<Pid>) -> Self {
+        if let Some(p) = pgid {
+            ACTIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner()).push(p.as_raw());
+        }
+        GroupGuard(pgid)
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            signal_group(Some(p), Signal::SIGKILL);
+            ACTIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner()).retain(|g| *g != p.as_raw());
+        }
+    }
 }
 
 fn signal_group(pgid: Option<Pid>, signal: Signal) {
@@ -203,7 +237,7 @@ mod tests {
             return false;
         }
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z")
+        stat.split_whitespace().nth(2).is_none_or(|s| s != "Z")
     }
 
     #[tokio::test]

@@ -5,11 +5,12 @@
 //! recent observations. The task contract is never cut. Old observations are dropped first,
 //! and every reduction is reported so the loop can record it in `context_packed`.
 
+use super::spec::AgentSpec;
 use crate::bench::Case;
 use crate::trace::event::ContextSection;
 
 /// Character budgets per section.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Budgets {
     pub system: usize,
     pub tools: usize,
@@ -23,13 +24,6 @@ impl Default for Budgets {
     }
 }
 
-/// The system prompt of the embedded agent.
-pub const SYSTEM_PROMPT: &str = "You are a careful coding agent working in a small repository. \
-Each turn, reply with exactly one JSON object {\"tool\": NAME, \"args\": {...}} choosing one of \
-the tools listed below. Read before you edit, keep changes minimal, run the tests, and call \
-finish when the tests pass. Never read secrets, never edit tests to make them pass, and never \
-use the network.";
-
 /// One tool result the model has seen, kept for the observations section.
 #[derive(Debug, Clone)]
 pub struct Observation {
@@ -41,14 +35,19 @@ pub struct Observation {
 /// The state the projection is built from.
 pub struct ContextState<'a> {
     pub case: &'a Case,
+    pub spec: &'a AgentSpec,
+    /// Top-level definitions of the workspace, when the spec asks for a repo map.
+    pub repo_map: Option<&'a str>,
     pub step: u32,
     pub files_modified: &'a [String],
     pub observations: &'a [Observation],
 }
 
 /// Packs the context; returns the sections' texts and what the budgets did.
-pub fn pack(state: &ContextState<'_>, budgets: &Budgets) -> (Vec<(String, String)>, Vec<ContextSection>) {
+pub fn pack(state: &ContextState<'_>) -> (Vec<(String, String)>, Vec<ContextSection>) {
     let case = state.case;
+    let spec = state.spec;
+    let budgets = &spec.budgets;
     let mut texts = Vec::new();
     let mut report = Vec::new();
     let mut push = |name: &str, text: String, budget: usize, cut: usize, dropped: usize| {
@@ -56,7 +55,8 @@ pub fn pack(state: &ContextState<'_>, budgets: &Budgets) -> (Vec<(String, String
         texts.push((name.to_string(), text));
     };
 
-    let (system, cut) = clip(SYSTEM_PROMPT, budgets.system);
+    let system_text = format!("{}\n\n{}", spec.system_prompt.trim_end(), spec.action_format.trim_end());
+    let (system, cut) = clip(&system_text, budgets.system);
     push("system", system, budgets.system, cut, 0);
 
     // The task contract is never cut: without it the model cannot know what "done" means.
@@ -71,17 +71,26 @@ pub fn pack(state: &ContextState<'_>, budgets: &Budgets) -> (Vec<(String, String
     let contract_len = contract.chars().count();
     push("task", contract, contract_len, 0, 0);
 
-    let tools: String = case.allowed_tools.iter().map(|t| format!("- {}\n", t.describe())).collect();
+    let tools: String = case.allowed_tools.iter().map(|t| format!("- {}\n", spec.describe(*t))).collect();
     let (tools, cut) = clip(&tools, budgets.tools);
     push("tools", tools, budgets.tools, cut, 0);
 
-    let memory = if state.files_modified.is_empty() {
-        "Files modified so far: none.".to_string()
-    } else {
-        format!("Files modified so far: {}.", state.files_modified.join(", "))
-    };
-    let (memory, cut) = clip(&memory, budgets.memory);
-    push("memory", memory, budgets.memory, cut, 0);
+    if spec.memory || state.repo_map.is_some() {
+        let mut memory = String::new();
+        if spec.memory {
+            memory = if state.files_modified.is_empty() {
+                "Files modified so far: none.".to_string()
+            } else {
+                format!("Files modified so far: {}.", state.files_modified.join(", "))
+            };
+        }
+        if let Some(map) = state.repo_map {
+            memory.push_str("\nRepository map:\n");
+            memory.push_str(map);
+        }
+        let (memory, cut) = clip(&memory, budgets.memory);
+        push("memory", memory, budgets.memory, cut, 0);
+    }
 
     // Newest first until the budget is spent; older observations are dropped whole.
     let mut kept: Vec<String> = Vec::new();

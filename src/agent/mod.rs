@@ -9,6 +9,7 @@
 pub mod context;
 pub mod policy;
 pub mod score;
+pub mod spec;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,8 @@ use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
 use crate::trace::event::{Artifact, EventBody, Outcome};
 use crate::trace::TraceWriter;
-use context::{Budgets, ContextState, Observation};
+use context::{ContextState, Observation};
+use spec::AgentSpec;
 use policy::Decision;
 use tools::{Call, Tool, ToolOutput};
 
@@ -37,6 +39,10 @@ pub struct CellPlan {
     pub benchmark: String,
     pub case: Arc<Case>,
     pub profile: Profile,
+    /// 1-based epoch.
+    pub epoch: u32,
+    /// The agent's tunable behaviour.
+    pub spec: Arc<AgentSpec>,
     /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, artifacts/ and workspace/.
     pub cell_dir: PathBuf,
 }
@@ -63,7 +69,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
     let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
     let case = plan.case.as_ref();
-    let mut provider = plan.profile.provider_for(case);
+    let mut provider = plan.profile.provider_for(case, plan.epoch);
 
     rec.emit(EventBody::RunStarted {
         benchmark: plan.benchmark.clone(),
@@ -73,6 +79,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         profile: plan.profile.name().to_string(),
         model: provider.info(),
         step_budget: case.step_budget,
+        epoch: plan.epoch,
+        agent_spec: plan.spec.digest.clone(),
         hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
     })?;
 
@@ -90,7 +98,14 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         }
     };
 
-    let budgets = Budgets::default();
+    let spec = plan.spec.as_ref();
+    let repo_map = if spec.repo_map {
+        let call = Call::RepoMap { path: ".".into() };
+        Some(crate::util::truncate_str(&tools::execute(&call, case, &ws).await.text, spec.budgets.memory).to_string())
+    } else {
+        None
+    };
+    let mut invalid_in_a_row = 0u32;
     let mut observations: Vec<Observation> = Vec::new();
     let mut files_modified: Vec<String> = Vec::new();
     let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
@@ -98,29 +113,47 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let mut provider_failure: Option<String> = None;
 
     for step in 1..=case.step_budget {
-        let state = ContextState { case, step, files_modified: &files_modified, observations: &observations };
-        let (texts, sections) = context::pack(&state, &budgets);
+        let state = ContextState {
+            case,
+            spec,
+            repo_map: repo_map.as_deref(),
+            step,
+            files_modified: &files_modified,
+            observations: &observations,
+        };
+        let (texts, sections) = context::pack(&state);
         let total_chars = sections.iter().map(|s| s.chars).sum();
         rec.emit(EventBody::ContextPacked { step, sections, total_chars })?;
 
-        let reply = match provider.next_action(&ModelRequest { step, sections: texts }).await {
+        let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
+        for retry in &turn.retries {
+            rec.emit(EventBody::ModelRetry { step, attempt: retry.attempt, cause: retry.cause.clone(), delay_ms: retry.delay_ms })?;
+        }
+        let reply = match turn.result {
             Ok(reply) => reply,
-            Err(ModelError::Parse(message)) => {
-                rec.emit(EventBody::ModelError { step, error_kind: "parse".into(), message: message.clone() })?;
+            Err(e @ (ModelError::Parse(_) | ModelError::Truncated(_))) => {
+                let message = e.to_string();
+                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: message.clone(), usage: turn.usage.clone() })?;
                 observations.push(Observation {
                     step,
                     tool: "(invalid reply)".into(),
-                    text: format!("Your reply could not be parsed: {message}. Reply with one JSON object {{\"tool\": ..., \"args\": {{...}}}}."),
+                    text: format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}."),
                 });
+                invalid_in_a_row += 1;
+                if invalid_in_a_row >= spec.max_invalid_replies {
+                    stop_reason = "invalid_replies";
+                    break;
+                }
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
-                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: e.to_string() })?;
+                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: e.to_string(), usage: turn.usage.clone() })?;
                 provider_failure = Some(e.to_string());
                 stop_reason = "provider_error";
                 break;
             }
         };
+        invalid_in_a_row = 0;
         rec.emit(EventBody::ModelAction {
             step,
             tool: reply.action.tool.clone(),
@@ -140,7 +173,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
             Ok(call) => match policy::decide(&call, case, &ws) {
                 Decision::Deny(reason) => {
                     rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: false, reason: reason.clone(), invalid: false })?;
-                    let text = format!("denied by policy: {reason}");
+                    let text = if spec.explain_denials { format!("denied by policy: {reason}") } else { "denied by policy".to_string() };
                     emit_not_run(&mut rec, step, &tool_name, &text)?;
                     observations.push(Observation { step, tool: tool_name, text });
                 }
@@ -204,6 +237,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         let verifier = score::run_verifier(case, &ws, &trace_path, &facts).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
+            duration_ms: verifier.duration_ms,
             checks: verifier.checks.clone(),
             metrics: verifier.metrics.clone(),
         })?;

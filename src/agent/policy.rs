@@ -165,15 +165,12 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
             return Decision::Deny(format!("`git {sub}` is not read-only; allowed: git {}", READ_ONLY_GIT.join(", git ")));
         }
     }
-    if program.starts_with("python") {
-        if let Some(pos) = argv.iter().position(|a| a == "-m") {
-            if let Some(module) = argv.get(pos + 1) {
-                if NETWORK_PY_MODULES.contains(&module.as_str()) {
+    if program.starts_with("python")
+        && let Some(pos) = argv.iter().position(|a| a == "-m")
+            && let Some(module) = argv.get(pos + 1)
+                && NETWORK_PY_MODULES.contains(&module.as_str()) {
                     return Decision::Deny(format!("`python3 -m {module}` reaches the network or installs packages; not allowed"));
                 }
-            }
-        }
-    }
     for arg in &argv[1..] {
         if arg.starts_with('-') {
             continue;

@@ -49,6 +49,7 @@ pub struct VerifierRun {
     pub checks: Vec<Check>,
     pub metrics: BTreeMap<String, Value>,
     pub timed_out: bool,
+    pub duration_ms: u64,
     /// The verifier command could not be started.
     pub error: Option<String>,
 }
@@ -70,6 +71,7 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
     let mut metrics = BTreeMap::new();
     let mut timed_out = false;
     let mut error = None;
+    let mut duration_ms = 0;
 
     for rel in &v.unchanged {
         let want = std::fs::read(case.fixture_dir.join(rel)).ok().map(|b| crate::util::sha256_hex(&b));
@@ -97,7 +99,7 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
     }
     if let Some(target) = &v.first_read {
         let step = facts.first_reads.get(&crate::agent::tools::normalize(target)).copied();
-        metrics.insert("first_read_step".into(), step.map_or(Value::Null, |s| Value::from(s)));
+        metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
         let spec = CommandSpec {
@@ -110,6 +112,7 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
         match process::run(&spec).await {
             Ok(out) => {
                 timed_out = out.timed_out;
+                duration_ms = out.duration.as_millis() as u64;
                 let text = out.combined();
                 checks.push(Check {
                     name: "command".into(),
@@ -125,7 +128,7 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
         }
     }
     let passed = checks.iter().all(|c| c.passed);
-    VerifierRun { passed, checks, metrics, timed_out, error }
+    VerifierRun { passed, checks, metrics, timed_out, duration_ms, error }
 }
 
 /// Combines the test and verifier runs into an outcome, a reward and a one-line reason.

@@ -319,11 +319,10 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
             continue;
         }
         let relpath = rel(root, entry.path());
-        if let Some(g) = &glob {
-            if !g.is_match(entry.file_name()) && !g.is_match(&relpath) {
+        if let Some(g) = &glob
+            && !g.is_match(entry.file_name()) && !g.is_match(&relpath) {
                 continue;
             }
-        }
         if crate::agent::policy::is_secret_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
@@ -419,11 +418,10 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOu
     if file.exists() && !overwrite {
         return ToolOutput::fail(format!("`{path}` exists; pass overwrite: true to replace it, or use edit_file"));
     }
-    if let Some(parent) = file.parent() {
-        if let Err(e) = std::fs::create_dir_all(parent) {
+    if let Some(parent) = file.parent()
+        && let Err(e) = std::fs::create_dir_all(parent) {
             return ToolOutput::fail(format!("cannot create the folder of `{path}`: {e}"));
         }
-    }
     if let Err(e) = std::fs::write(&file, content) {
         return ToolOutput::fail(format!("cannot write `{path}`: {e}"));
     }

@@ -137,8 +137,8 @@ pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
             RawBenchmark::default()
         }
     };
-    if let Some(n) = &meta.name {
-        if n != name {
+    if let Some(n) = &meta.name
+        && n != name {
             problems.push(Problem {
                 file: meta_file.clone(),
                 case: None,
@@ -146,7 +146,6 @@ pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
                 message: format!("is `{n}` but the folder is `{name}`; make them equal"),
             });
         }
-    }
 
     let cases_dir = dir.join("cases");
     let mut case_files: Vec<PathBuf> = match fs::read_dir(&cases_dir) {
@@ -345,11 +344,10 @@ fn validate_case(
     }
 
     let v = raw.verifier;
-    if let Some(cmd) = &v.command {
-        if cmd.is_empty() || cmd[0].is_empty() {
+    if let Some(cmd) = &v.command
+        && (cmd.is_empty() || cmd[0].is_empty()) {
             problem("verifier.command", "is empty; give an argv list or remove the key".into());
         }
-    }
     for path in &v.unchanged {
         if !is_plain_relative(path) {
             problem("verifier.unchanged", format!("`{path}` must be a relative path inside the fixture"));
@@ -357,11 +355,10 @@ fn validate_case(
             problem("verifier.unchanged", format!("`{path}` is not a file of fixture `{fixture}`"));
         }
     }
-    if let Some(p) = &v.first_read {
-        if !is_plain_relative(p) {
+    if let Some(p) = &v.first_read
+        && !is_plain_relative(p) {
             problem("verifier.first_read", format!("`{p}` must be a relative path"));
         }
-    }
 
     // The oracle lives beside the case; a case without one cannot be validated or run as control.
     let oracle_file = bench_dir.join("oracle").join(format!("{stem}.yaml"));

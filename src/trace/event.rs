@@ -12,8 +12,17 @@ use serde_json::Value;
 /// Version of the trace event format written by this build.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// One line of `trace.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+fn one() -> u32 {
+    1
+}
+
+/// One line of `trace.jsonl`: the envelope (schema version, ids, sequence number, time stamp,
+/// kind) and the kind's payload under `data`.
+///
+/// The payload is nested rather than flattened into the envelope because that lets the reader
+/// parse it tag-first with no intermediate buffering: replay speed is a product requirement
+/// (see docs/performance.md).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub schema_version: u32,
     pub run_id: String,
@@ -22,13 +31,66 @@ pub struct Event {
     pub seq: u64,
     /// RFC 3339 UTC, milliseconds.
     pub ts: String,
-    #[serde(flatten)]
     pub body: EventBody,
 }
 
-/// What happened. Serialized with a `kind` tag in snake_case.
+#[derive(Serialize)]
+struct WireOut<'a> {
+    schema_version: u32,
+    run_id: &'a str,
+    cell_id: &'a str,
+    seq: u64,
+    ts: &'a str,
+    #[serde(flatten)]
+    body: &'a EventBody,
+}
+
+#[derive(Deserialize)]
+struct WireIn {
+    schema_version: u32,
+    run_id: String,
+    cell_id: String,
+    seq: u64,
+    ts: String,
+    kind: String,
+    data: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        WireOut {
+            schema_version: self.schema_version,
+            run_id: &self.run_id,
+            cell_id: &self.cell_id,
+            seq: self.seq,
+            ts: &self.ts,
+            body: &self.body,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let w = WireIn::deserialize(deserializer)?;
+        // Re-assemble `{"kind":..,"data":..}` with the tag first, so the adjacently tagged
+        // enum deserializes the payload straight into its variant.
+        let data = w.data.as_deref().map_or("null", |r| r.get());
+        let mut buf = String::with_capacity(data.len() + w.kind.len() + 20);
+        buf.push_str("{\"kind\":");
+        buf.push_str(&serde_json::to_string(&w.kind).map_err(D::Error::custom)?);
+        buf.push_str(",\"data\":");
+        buf.push_str(data);
+        buf.push('}');
+        let body: EventBody = serde_json::from_str(&buf).map_err(D::Error::custom)?;
+        Ok(Event { schema_version: w.schema_version, run_id: w.run_id, cell_id: w.cell_id, seq: w.seq, ts: w.ts, body })
+    }
+}
+
+/// What happened. Serialized as `"kind": "<snake_case>", "data": {...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum EventBody {
     RunStarted {
         benchmark: String,
@@ -39,6 +101,12 @@ pub enum EventBody {
         /// Provider and model metadata. Never contains secrets.
         model: ModelInfo,
         step_budget: u32,
+        /// 1-based epoch of this cell (the same case run again).
+        #[serde(default = "one")]
+        epoch: u32,
+        /// Digest of the agent spec (`agent/`) that drove this cell.
+        #[serde(default)]
+        agent_spec: String,
         hcbench_version: String,
     },
     ContextPacked {
@@ -63,9 +131,12 @@ pub enum EventBody {
     },
     ModelError {
         step: u32,
-        /// `parse`, `truncated`, `provider`, `exhausted`.
+        /// `parse`, `truncated`, `provider`.
         error_kind: String,
         message: String,
+        /// Tokens of a failed reply, which were still paid for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     PolicyDecision {
         step: u32,
@@ -114,6 +185,9 @@ pub enum EventBody {
     },
     VerifierResult {
         passed: bool,
+        /// Time spent in the verifier command (0 when the case has none).
+        #[serde(default)]
+        duration_ms: u64,
         checks: Vec<Check>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         metrics: BTreeMap<String, Value>,
@@ -157,6 +231,12 @@ pub struct ModelInfo {
     pub base_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// USD per million input tokens, when the profile states prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_price_per_mtok: Option<f64>,
+    /// USD per million output tokens, when the profile states prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_price_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -31,18 +31,31 @@ pub struct TraceRead {
 
 /// Reads every event of the trace at `path`.
 pub fn read_trace(path: &Path) -> Result<TraceRead, TraceError> {
+    let mut events = Vec::new();
+    let truncated = for_each_line(path, |line| serde_json::from_slice::<Event>(line).map(|e| (e.schema_version, e)), |e| {
+        events.push(e)
+    })?;
+    Ok(TraceRead { events, truncated })
+}
+
+/// Streams the trace at `path` through `parse`, handing each item to `sink`, with the reading
+/// rules above; `parse` returns the line's schema version and the item. Returns whether a cut
+/// last line was dropped. Memory stays bounded by the longest line.
+pub fn for_each_line<T>(
+    path: &Path,
+    mut parse: impl FnMut(&[u8]) -> Result<(u32, T), serde_json::Error>,
+    mut sink: impl FnMut(T),
+) -> Result<bool, TraceError> {
     let io_err = |source| TraceError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io_err)?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
-    let mut events = Vec::new();
     let mut buf = Vec::with_capacity(4096);
     let mut line_no = 0;
-    let mut truncated = false;
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf).map_err(io_err)?;
         if n == 0 {
-            break;
+            return Ok(false);
         }
         line_no += 1;
         let complete = buf.last() == Some(&b'\n');
@@ -50,31 +63,28 @@ pub fn read_trace(path: &Path) -> Result<TraceRead, TraceError> {
         if text.is_empty() {
             continue;
         }
-        match serde_json::from_slice::<Event>(text) {
-            Ok(event) => {
-                if event.schema_version > SCHEMA_VERSION {
-                    return Err(TraceError::TooNew {
-                        path: path.to_path_buf(),
-                        line: line_no,
-                        found: event.schema_version,
-                    });
+        match parse(text) {
+            Ok((version, item)) => {
+                if version > SCHEMA_VERSION {
+                    return Err(TraceError::TooNew { path: path.to_path_buf(), line: line_no, found: version });
                 }
-                events.push(event);
+                sink(item);
             }
-            Err(_) if !complete => {
-                truncated = true;
-                break;
-            }
+            Err(_) if !complete => return Ok(true),
             Err(e) => {
-                return Err(TraceError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    message: e.to_string(),
-                });
+                // A newer writer may have changed the layout: say "upgrade", not "corrupt".
+                #[derive(serde::Deserialize)]
+                struct Version {
+                    schema_version: u32,
+                }
+                if let Ok(v) = serde_json::from_slice::<Version>(text)
+                    && v.schema_version > SCHEMA_VERSION {
+                        return Err(TraceError::TooNew { path: path.to_path_buf(), line: line_no, found: v.schema_version });
+                    }
+                return Err(TraceError::Corrupt { path: path.to_path_buf(), line: line_no, message: e.to_string() });
             }
         }
     }
-    Ok(TraceRead { events, truncated })
 }
 
 fn trim_line(buf: &[u8]) -> &[u8] {

@@ -34,6 +34,27 @@ impl TraceWriter {
         })
     }
 
+    /// Opens an existing trace to append after its last event (sequence numbers continue).
+    /// A cut last line (a write interrupted mid-way) is dropped first, so the file stays a
+    /// sequence of complete events.
+    pub fn append_to(path: &Path, run_id: &str, cell_id: &str) -> io::Result<Self> {
+        let read = super::reader::read_trace(path).map_err(io::Error::other)?;
+        let bytes = std::fs::read(path)?;
+        let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if complete != bytes.len() {
+            OpenOptions::new().write(true).open(path)?.set_len(complete as u64)?;
+        }
+        let file = OpenOptions::new().append(true).open(path)?;
+        Ok(TraceWriter {
+            path: path.to_path_buf(),
+            file,
+            run_id: run_id.to_string(),
+            cell_id: cell_id.to_string(),
+            next_seq: read.events.last().map_or(0, |e| e.seq + 1),
+            line: Vec::with_capacity(1024),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

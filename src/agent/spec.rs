@@ -1,0 +1,187 @@
+//! The agent spec: the embedded agent's tunable behaviour as data (`agent/` by default).
+//!
+//! An optimization loop improves the agent by editing these files, never the Rust code: the
+//! system prompt, the action-format instructions, tool descriptions, context budgets and
+//! switches, and the retry policy. The spec's digest is recorded in every trace, so a result
+//! is always tied to the exact spec that produced it (`hcbench record` relies on this).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::context::Budgets;
+use super::tools::Tool;
+
+const DEFAULT_YAML: &str = include_str!("../../agent/agent.yaml");
+const DEFAULT_SYSTEM: &str = include_str!("../../agent/system.md");
+const DEFAULT_FORMAT: &str = include_str!("../../agent/format.md");
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpec {
+    pub system_prompt: String,
+    pub action_format: String,
+    pub tool_descriptions: BTreeMap<Tool, String>,
+    pub budgets: Budgets,
+    pub memory: bool,
+    pub repo_map: bool,
+    pub max_invalid_replies: u32,
+    pub explain_denials: bool,
+    /// SHA-256 over the spec's files, in a fixed order.
+    pub digest: String,
+    /// Where it was loaded from; None for the embedded default.
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("agent spec {file}: {message}")]
+pub struct SpecError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    system_prompt_file: String,
+    action_format_file: String,
+    #[serde(default)]
+    context: RawContext,
+    #[serde(default)]
+    retry: RawRetry,
+    #[serde(default)]
+    tool_descriptions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    #[serde(default)]
+    budgets: RawBudgets,
+    memory: Option<bool>,
+    repo_map: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBudgets {
+    system: Option<usize>,
+    tools: Option<usize>,
+    memory: Option<usize>,
+    observations: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    max_invalid_replies: Option<u32>,
+    explain_denials: Option<bool>,
+}
+
+impl Default for AgentSpec {
+    fn default() -> Self {
+        build(DEFAULT_YAML, |name| match name {
+            "system.md" => Ok(DEFAULT_SYSTEM.to_string()),
+            "format.md" => Ok(DEFAULT_FORMAT.to_string()),
+            other => Err(format!("the embedded spec has no file {other}")),
+        }, Path::new("<embedded agent.yaml>"), None)
+        .expect("the embedded agent spec is valid")
+    }
+}
+
+impl AgentSpec {
+    /// Loads `dir/agent.yaml` and the files it names.
+    pub fn load(dir: &Path) -> Result<AgentSpec, SpecError> {
+        let yaml_path = dir.join("agent.yaml");
+        let yaml = std::fs::read_to_string(&yaml_path)
+            .map_err(|e| SpecError { file: yaml_path.clone(), message: format!("cannot read: {e}") })?;
+        build(&yaml, |name| {
+            let p = dir.join(name);
+            std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+        }, &yaml_path, Some(dir.to_path_buf()))
+    }
+
+    /// The spec for `--agent DIR`, else `<root>/agent` when present, else the embedded default.
+    pub fn resolve(root: &Path, flag: Option<&Path>) -> Result<AgentSpec, SpecError> {
+        match flag {
+            Some(dir) => AgentSpec::load(dir),
+            None if root.join("agent/agent.yaml").is_file() => AgentSpec::load(&root.join("agent")),
+            None => Ok(AgentSpec::default()),
+        }
+    }
+
+    /// The description the model sees for `tool`.
+    pub fn describe(&self, tool: Tool) -> &str {
+        self.tool_descriptions.get(&tool).map(String::as_str).unwrap_or_else(|| tool.describe())
+    }
+}
+
+fn build(
+    yaml: &str,
+    read: impl Fn(&str) -> Result<String, String>,
+    yaml_path: &Path,
+    dir: Option<PathBuf>,
+) -> Result<AgentSpec, SpecError> {
+    let err = |message: String| SpecError { file: yaml_path.to_path_buf(), message };
+    let raw: RawSpec = serde_saphyr::from_str(yaml).map_err(|e| err(format!("is not valid: {e}")))?;
+    let system_prompt = read(&raw.system_prompt_file).map_err(|m| err(format!("field `system_prompt_file`: {m}")))?;
+    let action_format = read(&raw.action_format_file).map_err(|m| err(format!("field `action_format_file`: {m}")))?;
+    let mut tool_descriptions = BTreeMap::new();
+    for (name, text) in &raw.tool_descriptions {
+        let tool = Tool::parse(name)
+            .ok_or_else(|| err(format!("field `tool_descriptions`: `{name}` is not a tool; known tools: {}", Tool::names())))?;
+        tool_descriptions.insert(tool, text.clone());
+    }
+    let d = Budgets::default();
+    let b = &raw.context.budgets;
+    let budgets = Budgets {
+        system: b.system.unwrap_or(d.system),
+        tools: b.tools.unwrap_or(d.tools),
+        memory: b.memory.unwrap_or(d.memory),
+        observations: b.observations.unwrap_or(d.observations),
+    };
+    let mut hasher_input = Vec::new();
+    for part in [yaml, &system_prompt, &action_format] {
+        hasher_input.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        hasher_input.extend_from_slice(part.as_bytes());
+    }
+    Ok(AgentSpec {
+        system_prompt,
+        action_format,
+        tool_descriptions,
+        budgets,
+        memory: raw.context.memory.unwrap_or(true),
+        repo_map: raw.context.repo_map.unwrap_or(false),
+        max_invalid_replies: raw.retry.max_invalid_replies.unwrap_or(3).max(1),
+        explain_denials: raw.retry.explain_denials.unwrap_or(true),
+        digest: crate::util::sha256_hex(&hasher_input),
+        dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_spec_equals_the_embedded_default() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent");
+        let loaded = AgentSpec::load(&dir).unwrap();
+        assert_eq!(loaded.digest, AgentSpec::default().digest);
+    }
+
+    #[test]
+    fn bad_specs_name_the_file_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: s.md\naction_format_file: f.md\ntool_descriptions: {teleport: x}\n").unwrap();
+        std::fs::write(dir.path().join("s.md"), "s").unwrap();
+        std::fs::write(dir.path().join("f.md"), "f").unwrap();
+        let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("agent.yaml") && e.contains("`teleport` is not a tool"), "{e}");
+        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: missing.md\naction_format_file: f.md\n").unwrap();
+        let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("system_prompt_file") && e.contains("missing.md"), "{e}");
+        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: s.md\naction_format_file: f.md\ncontxt: {}\n").unwrap();
+        assert!(AgentSpec::load(dir.path()).unwrap_err().to_string().contains("contxt"));
+    }
+}
