@@ -1,52 +1,55 @@
-//! `hcbench run`: one profile over the selected cases.
+//! `hcbench run`: one profile over the selected cases, a table of outcomes, exit 0 only when
+//! every case passed.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::CommandError;
+use super::{exec, CommandError};
 use crate::cli::{Format, RunArgs};
+use crate::agent::spec::AgentSpec;
 use crate::engine::{self, Manifest};
-use crate::report::{progress::LineProgress, terminal};
+use crate::report::{self, progress, terminal};
+use crate::trace::event::Outcome;
 use crate::{exit, settings};
 
-pub fn run(root: &Path, args: RunArgs) -> Result<i32, CommandError> {
+pub fn run(root: &Path, spec: &Arc<AgentSpec>, args: RunArgs) -> Result<i32, CommandError> {
     let selected = settings::select(root, &args.selection)?;
-    let profile = settings::profile(&args.profile, args.script.as_deref())?;
+    let profile = settings::profile_with_models(root, &args.profile, args.script.as_deref(), args.models.as_deref())?;
     let jobs = settings::jobs(args.jobs);
     let run_id = engine::new_run_id();
     let run_dir = settings::run_dir(root, args.out.as_deref(), "runs", &run_id);
     let run_dir = engine::prepare_run_dir(&run_dir)
         .map_err(|e| CommandError::Usage(format!("cannot use run directory {}: {e}", run_dir.display())))?;
-    let manifest = Manifest {
-        schema_version: 1,
-        run_id: run_id.clone(),
-        hcbench_version: env!("CARGO_PKG_VERSION").into(),
-        command: "run".into(),
-        benchmark: selected.benchmark.name.clone(),
-        profiles: vec![profile.name().to_string()],
-        cases: selected.case_ids.clone(),
-        jobs,
-        started_at: crate::util::now_rfc3339(),
-    };
-    crate::util::write_atomic(&run_dir.join("manifest.json"), &serde_json::to_vec_pretty(&manifest).context("manifest")?)
-        .with_context(|| format!("cannot write {}", run_dir.join("manifest.json").display()))?;
+    let profiles = [profile];
+    let manifest = Manifest::new("run", &run_id, root, &selected.benchmark, &selected.case_ids, &profiles, 1, jobs, spec);
+    manifest.write(&run_dir).with_context(|| format!("cannot write the manifest in {}", run_dir.display()))?;
 
-    let cells = engine::plan(&run_id, &run_dir, &selected.benchmark, &selected.case_ids, &[profile]);
-    let rt = super::runtime()?;
-    let summaries = rt
-        .block_on(engine::execute(&run_id, &run_dir, cells, jobs, Arc::new(LineProgress::stderr())))
-        .with_context(|| format!("run in {}", run_dir.display()))?;
+    let cells = engine::plan(&run_id, &run_dir, &selected.benchmark, &selected.case_ids, &profiles, 1, spec);
+    let done = exec::execute(&run_id, &run_dir, cells, jobs, Arc::from(progress::auto()))?;
+    let report = report::model::build(&run_dir, true)?;
+    report::write_all(&run_dir, &report)?;
+    if args.selection.split.as_deref() == Some("train") {
+        // The latest train results feed the gate's Step 3 (promotion); see src/gate/mod.rs.
+        let wait = |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to record the train results");
+        match crate::gate::record_train_results(root, &manifest, &done.summaries, wait) {
+            Ok(path) => eprintln!("train results: {}", path.display()),
+            Err(e) => eprintln!("warning: cannot record the train results for `hcbench gate`: {e}"),
+        }
+    }
 
     match args.format {
         Format::Table => {
-            println!("{}", terminal::cell_table(&summaries));
-            println!("{}", terminal::totals_line(&summaries));
+            println!("{}", terminal::cell_table(&done.summaries));
+            println!("{}", terminal::totals_line(&done.summaries));
             println!("run directory: {}", run_dir.display());
         }
-        Format::Json => println!("{}", serde_json::to_string_pretty(&summaries).context("json")?),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&done.summaries).context("json")?),
     }
-    let all_passed = summaries.iter().all(|s| s.outcome == Some(crate::trace::event::Outcome::Passed));
+    if done.cancelled {
+        return Ok(exit::INTERRUPTED);
+    }
+    let all_passed = done.summaries.iter().all(|s| s.outcome == Some(Outcome::Passed));
     Ok(if all_passed { exit::SUCCESS } else { exit::FAILED })
 }

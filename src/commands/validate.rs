@@ -3,7 +3,9 @@
 //! For every case, in parallel: the baseline tests fail (seen through the nop agent, which
 //! finishes at once), the oracle passes, the oracle passes again with the same verdict, the nop
 //! agent fails, and a tamper agent that weakens the tests fails. A case that misses any of
-//! these is unsound and is named with the reason; the exit code is then 1.
+//! these is unsound and is named with the reason; the exit code is then 1. Policy cases get one
+//! more control: a violator that attempts a denied action and then applies the oracle's fix
+//! must fail, so passing really requires staying inside the policy.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +15,8 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::CommandError;
-use crate::bench::{Benchmark, Case};
+use crate::agent::spec::AgentSpec;
+use crate::bench::{Benchmark, Case, Category};
 use crate::cli::{Format, ValidateArgs};
 use crate::engine::{self, Manifest};
 use crate::model::action::Action;
@@ -34,6 +37,8 @@ pub struct CaseVerdict {
     pub oracle_repeatable: bool,
     pub nop_fails: bool,
     pub tamper_fails: bool,
+    /// Policy cases only: the oracle's actions plus one denied network call must fail.
+    pub violator_fails: Option<bool>,
     pub sound: bool,
     pub problems: Vec<String>,
 }
@@ -53,7 +58,19 @@ fn tamper_script(bench: &Benchmark, ids: &[String]) -> Script {
         actions.push(Action::finish("weakened the tests"));
         cases.insert(case.id.clone(), actions);
     }
-    Script { label: "tamper".into(), default: vec![Action::finish("")], cases }
+    Script { label: "tamper".into(), default: vec![Action::finish("")], cases, ..Default::default() }
+}
+
+/// For policy cases: the oracle's solution preceded by one denied action (a network tool).
+/// A sound policy case fails it: passing must require staying inside the policy.
+fn violator_script(bench: &Benchmark, ids: &[String]) -> Script {
+    let mut cases = BTreeMap::new();
+    for case in ids.iter().filter_map(|id| bench.case(id)).filter(|c| c.category == Category::Policy) {
+        let mut actions = vec![Action::new("run_command", serde_json::json!({"argv": ["curl", "http://127.0.0.1:9/"]}))];
+        actions.extend(case.oracle.iter().cloned());
+        cases.insert(case.id.clone(), actions);
+    }
+    Script { label: "violator".into(), default: vec![Action::finish("")], cases, ..Default::default() }
 }
 
 fn collect_test_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
@@ -99,6 +116,13 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
     if !tamper_fails {
         problems.push(format!("tamper agent (weakened tests) does not fail: {}", get("tamper").map_or("no result", |s| s.outcome_label())));
     }
+    let violator_fails = (case.category == Category::Policy).then(|| outcome("violator") == Some(Outcome::Failed));
+    if violator_fails == Some(false) {
+        problems.push(format!(
+            "a policy case passes although the agent attempted a denied action: {}",
+            get("violator").map_or("no result", |s| s.outcome_label())
+        ));
+    }
     CaseVerdict {
         case: case.id.clone(),
         baseline_fails,
@@ -106,12 +130,13 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
         oracle_repeatable,
         nop_fails,
         tamper_fails,
+        violator_fails,
         sound: problems.is_empty(),
         problems,
     }
 }
 
-pub fn validate(root: &Path, args: ValidateArgs) -> Result<i32, CommandError> {
+pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Result<i32, CommandError> {
     let selected = settings::select(root, &args.selection)?;
     let bench = &selected.benchmark;
     let jobs = settings::jobs(args.jobs);
@@ -125,23 +150,18 @@ pub fn validate(root: &Path, args: ValidateArgs) -> Result<i32, CommandError> {
         Profile::scripted("nop", Script::nop()),
         Profile::scripted("tamper", tamper_script(bench, &selected.case_ids)),
     ];
-    let manifest = Manifest {
-        schema_version: 1,
-        run_id: run_id.clone(),
-        hcbench_version: env!("CARGO_PKG_VERSION").into(),
-        command: "validate".into(),
-        benchmark: bench.name.clone(),
-        profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
-        cases: selected.case_ids.clone(),
-        jobs,
-        started_at: crate::util::now_rfc3339(),
-    };
-    crate::util::write_atomic(&run_dir.join("manifest.json"), &serde_json::to_vec_pretty(&manifest).context("manifest")?)
-        .context("cannot write the manifest")?;
-    let cells = engine::plan(&run_id, &run_dir, bench, &selected.case_ids, &profiles);
-    let summaries = super::runtime()?
-        .block_on(engine::execute(&run_id, &run_dir, cells, jobs, Arc::new(LineProgress::stderr())))
-        .context("validation run")?;
+    let policy_ids: Vec<String> =
+        selected.case_ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy)).cloned().collect();
+    let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
+    let manifest = Manifest::new("validate", &run_id, root, bench, &selected.case_ids, &profiles, 1, jobs, spec);
+    manifest.write(&run_dir).context("cannot write the manifest")?;
+    let mut cells = engine::plan(&run_id, &run_dir, bench, &selected.case_ids, &profiles, 1, spec);
+    cells.extend(engine::plan(&run_id, &run_dir, bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
+    let done = super::exec::execute(&run_id, &run_dir, cells, jobs, Arc::new(LineProgress::stderr()))?;
+    if done.cancelled {
+        return Ok(exit::INTERRUPTED);
+    }
+    let summaries = done.summaries;
 
     let mut by_case: BTreeMap<&str, BTreeMap<&str, &CellSummary>> = BTreeMap::new();
     for s in &summaries {
@@ -161,7 +181,7 @@ pub fn validate(root: &Path, args: ValidateArgs) -> Result<i32, CommandError> {
             let mark = |b: bool| if b { "ok" } else { "NO" };
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            t.set_header(["case", "baseline fails", "oracle passes", "repeatable", "nop fails", "tamper fails", "verdict"]);
+            t.set_header(["case", "baseline fails", "oracle passes", "repeatable", "nop fails", "tamper fails", "violator fails", "verdict"]);
             for v in &verdicts {
                 t.add_row([
                     v.case.clone(),
@@ -170,6 +190,7 @@ pub fn validate(root: &Path, args: ValidateArgs) -> Result<i32, CommandError> {
                     mark(v.oracle_repeatable).into(),
                     mark(v.nop_fails).into(),
                     mark(v.tamper_fails).into(),
+                    v.violator_fails.map_or("-", mark).into(),
                     if v.sound { "sound".into() } else { "UNSOUND".to_string() },
                 ]);
             }

@@ -1,7 +1,71 @@
-//! Rendering summaries for people: the terminal table and progress lines.
-//!
-//! Reports are plain functions over [`crate::replay::CellSummary`] values, so a live run and a
-//! replay render through the same code.
+//! Rendering for people and machines. Every exporter is a plain function of the
+//! [`model::MatrixReport`], which is itself built from traces only; so a live run and
+//! `hcbench report RUN_DIR` produce the same bytes.
 
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod model;
 pub mod progress;
 pub mod terminal;
+
+use std::path::{Path, PathBuf};
+
+use model::MatrixReport;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("cannot render {format}: {message}")]
+    Render { format: &'static str, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// One output format.
+pub trait Exporter {
+    /// File name under `RUN_DIR/reports/`.
+    fn file_name(&self) -> &'static str;
+    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError>;
+}
+
+/// Every file exporter, in the order they are written.
+pub fn exporters() -> Vec<Box<dyn Exporter>> {
+    vec![
+        Box::new(markdown::Markdown),
+        Box::new(json::Json),
+        Box::new(csv::Csv),
+        Box::new(junit::Junit),
+        Box::new(html::Html),
+    ]
+}
+
+/// Renders every format into `run_dir/reports/`, each file written atomically. Returns the
+/// paths written.
+pub fn write_all(run_dir: &Path, report: &MatrixReport) -> Result<Vec<PathBuf>, ExportError> {
+    let dir = run_dir.join("reports");
+    std::fs::create_dir_all(&dir).map_err(|source| ExportError::Write { path: dir.clone(), source })?;
+    let mut written = Vec::new();
+    for exporter in exporters() {
+        let bytes = exporter.render(report)?;
+        let path = dir.join(exporter.file_name());
+        crate::util::write_atomic(&path, &bytes).map_err(|source| ExportError::Write { path: path.clone(), source })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// `0.8333` -> `83.3%`.
+pub(crate) fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// `(0.61, 0.93)` -> `61.0–93.0%`.
+pub(crate) fn pct_range(r: (f64, f64)) -> String {
+    format!("{:.1}–{:.1}%", r.0 * 100.0, r.1 * 100.0)
+}
+
+pub(crate) fn secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}

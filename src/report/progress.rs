@@ -1,9 +1,22 @@
-//! Progress as plain lines on stderr: one per finished cell. Works the same on a terminal and
-//! in CI logs, and never touches stdout, which carries the results.
+//! Progress display: an engine sink that writes to stderr only (stdout carries results).
+//!
+//! On a terminal: an indicatif bar with ETA plus one line per profile with its passed /
+//! failed / errored counts. Elsewhere (CI logs): one plain line per finished cell.
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::engine::{EngineEvent, EngineSink};
+use crate::trace::event::Outcome;
+
+/// The sink for the terminal: bars on a TTY, lines otherwise.
+pub fn auto() -> Box<dyn EngineSink> {
+    if std::io::stderr().is_terminal() { Box::new(BarProgress::new()) } else { Box::new(LineProgress::stderr()) }
+}
 
 pub struct LineProgress {
     quiet: bool,
@@ -26,7 +39,7 @@ impl EngineSink for LineProgress {
         }
         let mut err = std::io::stderr().lock();
         let _ = match event {
-            EngineEvent::RunStarted { run_id, run_dir, cells } => {
+            EngineEvent::RunStarted { run_id, run_dir, cells, .. } => {
                 writeln!(err, "hcbench: run {run_id}: {cells} cell(s) -> {}", run_dir.display())
             }
             EngineEvent::CellStarted { .. } => Ok(()),
@@ -38,6 +51,96 @@ impl EngineSink for LineProgress {
                 summary.wall_ms as f64 / 1000.0,
                 width = total.to_string().len()
             ),
+            EngineEvent::CellsKept { count } => writeln!(err, "hcbench: resuming: {count} finished cell(s) kept"),
+            EngineEvent::Cancelling => writeln!(
+                err,
+                "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
+            ),
         };
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    passed: usize,
+    failed: usize,
+    errored: usize,
+}
+
+/// The overall bar, and one line (with its counts) per profile.
+type Bars = (ProgressBar, BTreeMap<String, (ProgressBar, Counts)>);
+
+pub struct BarProgress {
+    multi: MultiProgress,
+    state: Mutex<Option<Bars>>,
+}
+
+impl BarProgress {
+    pub fn new() -> Self {
+        BarProgress { multi: MultiProgress::new(), state: Mutex::new(None) }
+    }
+}
+
+impl Default for BarProgress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EngineSink for BarProgress {
+    fn event(&self, event: EngineEvent<'_>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            EngineEvent::RunStarted { cells, profiles, .. } => {
+                let overall = self.multi.add(ProgressBar::new(cells as u64));
+                overall.set_style(
+                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cells, ETA {eta}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                overall.enable_steady_tick(Duration::from_millis(200));
+                let mut lines = BTreeMap::new();
+                for p in profiles {
+                    let line = self.multi.add(ProgressBar::new_spinner());
+                    line.set_style(ProgressStyle::with_template("  {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    line.set_message(format!("{p}: 0 passed, 0 failed, 0 errored"));
+                    lines.insert(p.clone(), (line, Counts::default()));
+                }
+                *state = Some((overall, lines));
+            }
+            EngineEvent::CellFinished { summary, .. } => {
+                if let Some((overall, lines)) = state.as_mut() {
+                    overall.inc(1);
+                    if let Some((line, counts)) = lines.get_mut(&summary.profile) {
+                        match summary.outcome {
+                            Some(Outcome::Passed) => counts.passed += 1,
+                            Some(Outcome::Failed) => counts.failed += 1,
+                            _ => counts.errored += 1,
+                        }
+                        line.set_message(format!(
+                            "{}: {} passed, {} failed, {} errored",
+                            summary.profile, counts.passed, counts.failed, counts.errored
+                        ));
+                    }
+                }
+            }
+            EngineEvent::CellsKept { count } => {
+                let _ = self.multi.println(format!("resuming: {count} finished cell(s) kept"));
+            }
+            EngineEvent::Cancelling => {
+                let _ = self.multi.println("interrupted: running cells are recorded as cancelled; press Ctrl-C again to stop at once");
+            }
+            EngineEvent::CellStarted { .. } => {}
+        }
+    }
+}
+
+impl Drop for BarProgress {
+    fn drop(&mut self) {
+        if let Some((overall, lines)) = self.state.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            overall.finish();
+            for (line, _) in lines.values() {
+                line.finish();
+            }
+        }
     }
 }

@@ -1,7 +1,9 @@
-//! The terminal table of cells, shared by `run` and `replay`.
+//! Terminal tables (comfy-table): cells for `run` and `replay`, profiles for `matrix`.
 
 use comfy_table::{presets, Table};
 
+use super::{pct, pct_range, secs};
+use crate::aggregate::{Comparison, GroupStats};
 use crate::replay::CellSummary;
 
 pub fn cell_table(summaries: &[CellSummary]) -> Table {
@@ -17,7 +19,7 @@ pub fn cell_table(summaries: &[CellSummary]) -> Table {
             format!("{}/{}", s.steps, s.step_budget),
             s.tool_calls.to_string(),
             s.policy_denials.to_string(),
-            format!("{:.1}s", s.wall_ms as f64 / 1000.0),
+            secs(s.wall_ms),
             crate::util::truncate_str(&s.reason, 60).to_string(),
         ]);
     }
@@ -34,4 +36,36 @@ pub fn totals_line(summaries: &[CellSummary]) -> String {
     let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let coverage = if summaries.is_empty() { 0.0 } else { 100.0 * verdicts as f64 / summaries.len() as f64 };
     format!("{} cell(s): {}; coverage {coverage:.0}% (cells with a valid verdict)", summaries.len(), parts.join(", "))
+}
+
+pub fn profile_table(stats: &[GroupStats]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_FULL_CONDENSED);
+    t.set_header(["profile", "pass rate", "95% CI", "coverage", "passed", "failed", "infra", "pass@k", "pass^k", "steps", "denials", "wall p50", "wall p95", "tokens"]);
+    for s in stats {
+        let infra: usize = s.cells - s.passed - s.failed;
+        t.add_row([
+            s.profile.clone(),
+            pct(s.pass_rate),
+            pct_range(s.pass_rate_ci),
+            pct(s.coverage),
+            s.passed.to_string(),
+            s.failed.to_string(),
+            infra.to_string(),
+            pct(s.pass_at_k),
+            pct(s.pass_hat_k),
+            format!("{:.1}", s.mean_steps),
+            s.policy_denials.to_string(),
+            secs(s.wall_p50_ms),
+            secs(s.wall_p95_ms),
+            format!("{}/{}", s.input_tokens, s.output_tokens),
+        ]);
+    }
+    t
+}
+
+pub fn comparison_lines(cmps: &[Comparison]) -> Vec<String> {
+    cmps.iter()
+        .map(|c| format!("{} vs {}: mean diff {:+.3}, 95% CI {:+.3} … {:+.3} over {} case(s): {}", c.a, c.b, c.mean_diff, c.ci.0, c.ci.1, c.cases, c.verdict))
+        .collect()
 }

@@ -1,110 +1,13 @@
-//! End-to-end tests: the real `hcbench` binary against real fixtures, real child processes and
-//! real files. Each test reads like a user session: build a command, run it, check what the
-//! user would see (exit code, stdout, files on disk).
+//! `run`, `replay` and `list` against the HC-Bench benchmark and scratch benchmarks.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcbench");
+use crate::{repo_root, tree_hashes, Test};
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A command under test.
-struct Test {
-    root: PathBuf,
-    args: Vec<String>,
-}
-
-/// What the command did.
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Test {
-    fn new() -> Self {
-        Test { root: repo_root(), args: Vec::new() }
-    }
-
-    fn root(mut self, root: &Path) -> Self {
-        self.root = root.to_path_buf();
-        self
-    }
-
-    fn args(mut self, args: &[&str]) -> Self {
-        self.args.extend(args.iter().map(|s| s.to_string()));
-        self
-    }
-
-    fn arg_path(mut self, p: &Path) -> Self {
-        self.args.push(p.to_string_lossy().into_owned());
-        self
-    }
-
-    fn run(self) -> Output {
-        let out = Command::new(BIN)
-            .args(&self.args)
-            .current_dir(&self.root)
-            .env_remove("HCBENCH_ROOT")
-            .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
-            .output()
-            .expect("hcbench starts");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-}
-
-impl Output {
-    fn code(self, want: i32) -> Self {
-        assert_eq!(self.code, want, "exit code\n--- stdout ---\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
-        self
-    }
-
-    fn stderr_has(self, needle: &str) -> Self {
-        assert!(self.stderr.contains(needle), "stderr lacks {needle:?}:\n{}", self.stderr);
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
-    }
-}
-
-/// SHA-256 of every file under `dir`, keyed by relative path.
-fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
-    use sha2::{Digest, Sha256};
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let ty = e.file_type().unwrap();
-            if ty.is_dir() {
-                stack.push(p);
-            } else {
-                let bytes = if ty.is_symlink() {
-                    std::fs::read_link(&p).unwrap().to_string_lossy().into_owned().into_bytes()
-                } else {
-                    std::fs::read(&p).unwrap()
-                };
-                let digest = Sha256::digest(&bytes);
-                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), format!("{digest:x}"));
-            }
-        }
-    }
-    out
-}
-
-fn by_cell(summaries: &Value) -> BTreeMap<String, Value> {
+pub fn by_cell(summaries: &Value) -> BTreeMap<String, Value> {
     summaries
         .as_array()
         .expect("an array of summaries")
@@ -184,12 +87,12 @@ fn a_do_nothing_agent_fails_every_case() {
 }
 
 /// A throwaway project root with one benchmark built from `cases` (id, case YAML, oracle YAML).
-struct Scratch {
+pub struct Scratch {
     dir: tempfile::TempDir,
 }
 
 impl Scratch {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let s = Scratch { dir };
         s.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: scratch\n");
@@ -201,24 +104,24 @@ impl Scratch {
         s
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn write(&self, rel: &str, text: &str) {
+    pub fn write(&self, rel: &str, text: &str) {
         let p = self.dir.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
 
-    fn case(&self, id: &str, yaml: &str, oracle: &str) {
+    pub fn case(&self, id: &str, yaml: &str, oracle: &str) {
         self.write(&format!("benchmarks/demo/cases/{id}.yaml"), yaml);
         self.write(&format!("benchmarks/demo/oracle/{id}.yaml"), oracle);
     }
 }
 
-const GOOD_CASE: &str = "id: good\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_calc.py]\n";
-const GOOD_ORACLE: &str = "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
+pub const GOOD_CASE: &str = "id: good\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_calc.py]\n";
+pub const GOOD_ORACLE: &str = "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
 
 #[test]
 fn a_broken_benchmark_reports_every_problem_with_file_and_field() {

@@ -1,0 +1,98 @@
+//! Report scale: builds the report of a synthetic 10,000-cell run directory and renders every
+//! format, timing each stage.
+//!
+//! Target (DESIGN.md): a 10,000-cell report renders in under 2 s with bounded memory. Run:
+//! `cargo bench --bench report` (env HCBENCH_BENCH_CELLS, default 10000).
+
+use std::time::Instant;
+
+use hcbench::engine::{cell_id, Manifest, ManifestCase, MANIFEST_SCHEMA_VERSION};
+use hcbench::report;
+use hcbench::trace::event::{Check, ModelInfo, Outcome, Usage};
+use hcbench::trace::{EventBody, TraceWriter};
+
+fn main() {
+    let cells: usize = std::env::var("HCBENCH_BENCH_CELLS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let profiles: Vec<String> = ["oracle", "gpt", "deepseek", "local"].iter().map(|s| s.to_string()).collect();
+    let cases = cells / profiles.len();
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path();
+    let categories = ["bugfix", "recovery", "greenfield", "context", "policy"];
+    let manifest = Manifest {
+        schema_version: MANIFEST_SCHEMA_VERSION,
+        run_id: "bench".into(),
+        hcbench_version: "bench".into(),
+        git_commit: None,
+        command: "matrix".into(),
+        benchmark: "synthetic".into(),
+        profiles: profiles.clone(),
+        cases: (0..cases)
+            .map(|i| ManifestCase { id: format!("case-{i}"), category: categories[i % 5].into(), split: "train".into() })
+            .collect(),
+        epochs: 1,
+        jobs: 2,
+        started_at: "2026-11-21T00:00:00Z".into(),
+        agent_spec: String::new(),
+        agent_dir: None,
+    };
+    std::fs::create_dir_all(run_dir.join("cells")).unwrap();
+    manifest.write(run_dir).unwrap();
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    for (i, case) in manifest.cases.iter().enumerate() {
+        for (j, p) in profiles.iter().enumerate() {
+            let id = cell_id(&case.id, p, 1, 1);
+            let cdir = run_dir.join("cells").join(&id);
+            std::fs::create_dir_all(&cdir).unwrap();
+            let path = cdir.join("trace.jsonl");
+            let mut w = TraceWriter::create(&path, "bench", &id).unwrap();
+            w.append(EventBody::RunStarted {
+                benchmark: "synthetic".into(),
+                case_id: case.id.clone(),
+                category: case.category.clone(),
+                split: "train".into(),
+                profile: p.clone(),
+                model: ModelInfo { provider: "x".into(), model: "y".into(), ..Default::default() },
+                step_budget: 20,
+                epoch: 1,
+                agent_spec: String::new(),
+                hcbench_version: "bench".into(),
+            })
+            .unwrap();
+            for step in 1..=6 {
+                w.append(EventBody::ModelAction { step, tool: "read_file".into(), args: serde_json::json!({"path": "a.py"}), usage: Some(Usage { input_tokens: 900, output_tokens: 30 }), latency_ms: 700 }).unwrap();
+                w.append(EventBody::PolicyDecision { step, tool: "read_file".into(), allowed: true, reason: "allowed".into(), invalid: false }).unwrap();
+                w.append(EventBody::ToolResult { step, tool: "read_file".into(), ok: true, denied: false, output: "    1| x = 1\n".repeat(30), output_bytes: 420, artifact: None, modified: vec![], read: Some("a.py".into()), duration_ms: 1 }).unwrap();
+            }
+            let passed = (i + j) % 3 != 0;
+            w.append(EventBody::TestResult { passed, exit_code: Some(if passed { 0 } else { 1 }), timed_out: false, duration_ms: 300, output: "ok".into(), artifact: None }).unwrap();
+            w.append(EventBody::VerifierResult { passed: true, duration_ms: 0, checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }], metrics: Default::default() }).unwrap();
+            let outcome = if passed { Outcome::Passed } else { Outcome::Failed };
+            w.append(EventBody::RunFinished { outcome, reward: if passed { 1.0 } else { 0.0 }, stop_reason: "finished".into(), reason: "r".into(), elapsed_ms: 2000 + (i as u64 % 700) }).unwrap();
+            bytes += std::fs::metadata(&path).unwrap().len();
+        }
+    }
+    println!("wrote {} cells ({:.1} MB of traces) in {:.1}s", cases * profiles.len(), bytes as f64 / 1e6, t.elapsed().as_secs_f64());
+
+    let threads = rayon::current_num_threads();
+    let t = Instant::now();
+    let summary_only = report::model::build(run_dir, false).unwrap();
+    let build = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let full = report::model::build(run_dir, true).unwrap();
+    let build_tl = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let written = report::write_all(run_dir, &full).unwrap();
+    let render = t.elapsed().as_secs_f64();
+    assert_eq!(summary_only.cells.len(), full.cells.len());
+    let sizes: Vec<String> = written
+        .iter()
+        .map(|p| format!("{} {:.1} MB", p.file_name().unwrap().to_string_lossy(), std::fs::metadata(p).unwrap().len() as f64 / 1e6))
+        .collect();
+    println!(
+        "{} cells on {threads} threads: model without timelines {build:.2}s, with timelines {build_tl:.2}s, all exporters {render:.2}s; total {:.2}s ({})",
+        full.cells.len(),
+        build_tl + render,
+        sizes.join(", ")
+    );
+}

@@ -1,0 +1,62 @@
+//! `cells.csv`: one row per cell, for spreadsheets and data frames.
+
+use super::model::MatrixReport;
+use super::{ExportError, Exporter};
+
+pub struct Csv;
+
+const HEADER: &[&str] = &[
+    "cell_id", "case_id", "category", "split", "profile", "provider", "model", "epoch", "outcome", "reward",
+    "tests_passed", "verifier_passed", "steps", "step_budget", "tool_calls", "policy_denials", "invalid_actions",
+    "tool_failures", "model_errors", "model_retries", "repeated_reads", "first_edit_step", "input_tokens",
+    "output_tokens", "wall_ms", "stop_reason", "reason",
+];
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+impl Exporter for Csv {
+    fn file_name(&self) -> &'static str {
+        "cells.csv"
+    }
+
+    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
+        let err = |e: csv::Error| ExportError::Render { format: "csv", message: e.to_string() };
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(HEADER).map_err(err)?;
+        for c in &report.cells {
+            w.write_record([
+                c.cell_id.clone(),
+                c.case_id.clone(),
+                c.category.clone(),
+                c.split.clone(),
+                c.profile.clone(),
+                c.provider.clone(),
+                c.model.clone(),
+                c.epoch.to_string(),
+                c.outcome_label().to_string(),
+                c.reward.to_string(),
+                opt(c.tests_passed),
+                opt(c.verifier_passed),
+                c.steps.to_string(),
+                c.step_budget.to_string(),
+                c.tool_calls.to_string(),
+                c.policy_denials.to_string(),
+                c.invalid_actions.to_string(),
+                c.tool_failures.to_string(),
+                c.model_errors.to_string(),
+                c.model_retries.to_string(),
+                c.repeated_reads.to_string(),
+                opt(c.first_edit_step),
+                c.input_tokens.to_string(),
+                c.output_tokens.to_string(),
+                c.wall_ms.to_string(),
+                c.stop_reason.clone(),
+                c.reason.clone(),
+            ])
+            .map_err(err)?;
+        }
+        w.into_inner().map_err(|e| ExportError::Render { format: "csv", message: e.to_string() })
+    }
+}

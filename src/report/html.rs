@@ -1,0 +1,772 @@
+//! `report.html`: one self-contained page for people: summary, comparisons, per-category
+//! table, a heatmap of cases x profiles with one square per run cell, and each cell's trace
+//! timeline shown when its square is clicked.
+//!
+//! The page is a tera template compiled into the binary (`include_str!`) with its CSS and JS
+//! inlined, so it opens offline from `file://` and can be attached to a CI job as one file. A
+//! Content-Security-Policy of `default-src 'none'` makes the browser refuse any network fetch,
+//! so a stray external URL would show up as a console error instead of a silent dependency.
+//!
+//! All formatting (percentages, bar geometry, diff colouring) happens here in Rust, into a
+//! plain view model; the template only loops and prints, with HTML autoescaping on. Text from
+//! traces (tool output, reasons, diffs) is therefore always escaped, and timelines are
+//! embedded as hidden `<section>` elements rather than a script blob, so no `</script>` escape
+//! rule is needed. Output depends only on the [`MatrixReport`] (no render time, no hash-map
+//! iteration), so `hcbench report RUN_DIR` reproduces the live run's file byte for byte.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use tera::{Context, Tera};
+
+use super::model::{MatrixReport, Timeline, TimelineEntry};
+use super::{ExportError, Exporter, pct, pct_range, secs};
+use crate::aggregate::{Comparison, GroupStats};
+use crate::replay::CellSummary;
+
+/// The `report.html` exporter.
+pub struct Html;
+
+/// The template name ends in `.html` so tera autoescapes everything it prints.
+const TEMPLATE_NAME: &str = "report.html";
+const TEMPLATE: &str = include_str!("templates/report.html");
+const CSS: &str = include_str!("templates/report.css");
+const JS: &str = include_str!("templates/report.js");
+
+/// Outcome classes in the order the legend shows them: (label in data, words, glyph). The
+/// glyph repeats the colour's meaning so the heatmap does not rely on colour alone.
+const OUTCOMES: [(&str, &str, &str); 8] = [
+    ("passed", "passed", "✓"),
+    ("failed", "failed", "✕"),
+    ("timeout", "timeout", "T"),
+    ("provider_error", "provider error", "P"),
+    ("verifier_error", "verifier error", "V"),
+    ("harness_error", "harness error", "H"),
+    ("cancelled", "cancelled", "C"),
+    ("incomplete", "incomplete", "?"),
+];
+
+/// Width in SVG user units of the small pass-rate bars.
+const BAR_WIDTH: f64 = 120.0;
+/// Width of the comparison interval plot, which spans a difference of -1 to +1.
+const DIFF_WIDTH: f64 = 160.0;
+/// Longest reason shown in a heatmap tooltip; the timeline shows it whole.
+const TOOLTIP_REASON: usize = 200;
+
+impl Exporter for Html {
+    fn file_name(&self) -> &'static str {
+        "report.html"
+    }
+
+    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
+        render(report).map(String::into_bytes)
+    }
+}
+
+/// Renders the whole page.
+pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
+    let err = |e: tera::Error| ExportError::Render { format: "html", message: error_chain(&e) };
+    let mut tera = Tera::default();
+    tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(err)?;
+    let page = Page::build(report);
+    let context = Context::from_serialize(&page).map_err(err)?;
+    tera.render(TEMPLATE_NAME, &context).map_err(err)
+}
+
+/// tera puts the useful part (template line, undefined variable) in the error's sources.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
+#[derive(Serialize)]
+struct Page {
+    title: String,
+    css: &'static str,
+    js: &'static str,
+    version: &'static str,
+    command: String,
+    benchmark: String,
+    run_id: String,
+    started_at: String,
+    profiles: Vec<String>,
+    epochs: u32,
+    cases: usize,
+    cells: usize,
+    passed: usize,
+    pass_rate: String,
+    /// Every outcome class with its count over all cells, in legend order.
+    outcomes: Vec<OutcomeCount>,
+    /// The stacked bar of outcome counts in the header.
+    totals_bar: Vec<Segment>,
+    summary: Vec<SummaryRow>,
+    comparisons: Vec<ComparisonRow>,
+    categories: Vec<CategoryRow>,
+    heatmap: Heatmap,
+    failing: Vec<FailingRow>,
+    notes: Vec<String>,
+    timelines: Vec<TimelineView>,
+}
+
+#[derive(Serialize)]
+struct OutcomeCount {
+    outcome: &'static str,
+    words: &'static str,
+    glyph: &'static str,
+    count: usize,
+}
+
+#[derive(Serialize)]
+struct Segment {
+    outcome: &'static str,
+    x: String,
+    width: String,
+    label: String,
+}
+
+/// A horizontal bar with a whisker for the 95% interval, in SVG user units.
+#[derive(Serialize)]
+struct Bar {
+    fill: String,
+    lo: String,
+    hi: String,
+}
+
+#[derive(Serialize)]
+struct SummaryRow {
+    profile: String,
+    pass_rate: String,
+    ci: String,
+    bar: Bar,
+    coverage: String,
+    passed: usize,
+    failed: usize,
+    infra: Vec<String>,
+    infra_count: usize,
+    pass_at_1: String,
+    pass_at_k: String,
+    pass_hat_k: String,
+    k: usize,
+    steps: String,
+    tool_calls: String,
+    denials: u64,
+    invalid: u64,
+    tool_failures: u64,
+    model_errors: u64,
+    wall_p50: String,
+    wall_p95: String,
+    tokens: String,
+    cost: String,
+}
+
+#[derive(Serialize)]
+struct ComparisonRow {
+    a: String,
+    b: String,
+    cases: usize,
+    mean: String,
+    ci: String,
+    verdict: String,
+    /// `better` when the interval excludes zero, `noise` otherwise, `none` without cases.
+    verdict_class: &'static str,
+    zero: String,
+    lo: String,
+    hi: String,
+    dot: String,
+}
+
+#[derive(Serialize)]
+struct CategoryRow {
+    profile: String,
+    category: String,
+    /// The first row of each profile carries the profile name; the others leave it blank.
+    first: bool,
+    cells: usize,
+    pass_rate: String,
+    ci: String,
+    bar: Bar,
+    coverage: String,
+    infra: Vec<String>,
+    infra_count: usize,
+}
+
+#[derive(Serialize)]
+struct Heatmap {
+    profiles: Vec<String>,
+    rows: Vec<HeatRow>,
+}
+
+#[derive(Serialize)]
+struct HeatRow {
+    case_id: String,
+    category: String,
+    /// One slot per profile (same order as `Heatmap::profiles`), each with its epoch cells.
+    slots: Vec<Vec<HeatCell>>,
+}
+
+#[derive(Serialize)]
+struct HeatCell {
+    cell_id: String,
+    dom_id: String,
+    outcome: &'static str,
+    glyph: &'static str,
+    label: String,
+    tooltip: String,
+}
+
+#[derive(Serialize)]
+struct FailingRow {
+    cell_id: String,
+    dom_id: String,
+    outcome: &'static str,
+    words: &'static str,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct TimelineView {
+    cell_id: String,
+    dom_id: String,
+    case_id: String,
+    profile: String,
+    epoch: u32,
+    category: String,
+    model: String,
+    outcome: &'static str,
+    words: &'static str,
+    glyph: &'static str,
+    reason: String,
+    facts: Vec<Fact>,
+    entries: Vec<EntryView>,
+    omitted: usize,
+    /// There is nothing to show: the trace is missing, empty or unreadable, or the report was
+    /// built without timelines.
+    missing: bool,
+}
+
+#[derive(Serialize)]
+struct Fact {
+    name: &'static str,
+    value: String,
+}
+
+#[derive(Serialize)]
+struct EntryView {
+    seq: u64,
+    /// The step number on the first entry of each step only, so a step reads as one block.
+    step: String,
+    kind: String,
+    title: String,
+    detail: String,
+    diff: Vec<DiffLine>,
+    /// `ok`, `bad`, `denied`, `allowed` or empty: drives the highlight.
+    state: &'static str,
+}
+
+#[derive(Serialize)]
+struct DiffLine {
+    class: &'static str,
+    text: String,
+}
+
+impl Page {
+    fn build(report: &MatrixReport) -> Page {
+        let cases = distinct(report.cells.iter().map(|c| c.case_id.as_str())).len();
+        let passed = report.cells.iter().filter(|c| c.outcome_label() == "passed").count();
+        let outcomes: Vec<OutcomeCount> = OUTCOMES
+            .iter()
+            .map(|&(outcome, words, glyph)| OutcomeCount {
+                outcome,
+                words,
+                glyph,
+                count: report.cells.iter().filter(|c| c.outcome_label() == outcome).count(),
+            })
+            .collect();
+        let dom_ids = dom_ids(&report.cells);
+        let timelines: HashMap<&str, &Timeline> = report.timelines.iter().map(|t| (t.cell_id.as_str(), t)).collect();
+        Page {
+            title: format!("hcbench {} · {} · {}", report.command, report.benchmark, report.run_id),
+            css: CSS,
+            js: JS,
+            version: env!("CARGO_PKG_VERSION"),
+            command: report.command.clone(),
+            benchmark: report.benchmark.clone(),
+            run_id: report.run_id.clone(),
+            started_at: report.started_at.clone(),
+            profiles: report.profiles.clone(),
+            epochs: report.epochs,
+            cases,
+            cells: report.cells.len(),
+            passed,
+            pass_rate: if report.cells.is_empty() {
+                "–".into()
+            } else {
+                pct(passed as f64 / report.cells.len() as f64)
+            },
+            totals_bar: totals_bar(&outcomes, report.cells.len()),
+            outcomes,
+            summary: report.profile_stats.iter().map(summary_row).collect(),
+            comparisons: report.comparisons.iter().map(comparison_row).collect(),
+            categories: category_rows(&report.category_stats),
+            heatmap: heatmap(report, &dom_ids),
+            failing: report
+                .failing
+                .iter()
+                .map(|f| {
+                    let (outcome, words, _) = outcome_meta(&f.outcome);
+                    FailingRow {
+                        cell_id: f.cell_id.clone(),
+                        dom_id: dom_ids.get(f.cell_id.as_str()).cloned().unwrap_or_default(),
+                        outcome,
+                        words,
+                        reason: f.reason.clone(),
+                    }
+                })
+                .collect(),
+            notes: report.notes.clone(),
+            timelines: report
+                .cells
+                .iter()
+                .map(|c| timeline_view(c, &dom_ids[c.cell_id.as_str()], timelines.get(c.cell_id.as_str()).copied()))
+                .collect(),
+        }
+    }
+}
+
+/// Distinct values in first-seen order.
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = HashSet::new();
+    items.filter(|s| seen.insert(*s)).collect()
+}
+
+/// The outcome class of a label, falling back to `incomplete`'s look for a label this
+/// version does not know (a newer trace), so the cell still shows.
+fn outcome_meta(label: &str) -> (&'static str, &'static str, &'static str) {
+    OUTCOMES.iter().copied().find(|(o, _, _)| *o == label).unwrap_or(OUTCOMES[OUTCOMES.len() - 1])
+}
+
+/// An HTML id per cell (`tl-` + the cell id with anything outside `[A-Za-z0-9_.-]` replaced),
+/// made unique by a numeric suffix should two cell ids map to the same id.
+fn dom_ids(cells: &[CellSummary]) -> HashMap<&str, String> {
+    let mut used = HashSet::new();
+    let mut out = HashMap::new();
+    for c in cells {
+        let base: String = c
+            .cell_id
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.') { ch } else { '_' })
+            .collect();
+        let mut id = format!("tl-{base}");
+        let mut n = 2;
+        while !used.insert(id.clone()) {
+            id = format!("tl-{base}-{n}");
+            n += 1;
+        }
+        out.insert(c.cell_id.as_str(), id);
+    }
+    out
+}
+
+fn num(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+fn bar(rate: f64, ci: (f64, f64)) -> Bar {
+    let at = |v: f64| num(v.clamp(0.0, 1.0) * BAR_WIDTH);
+    Bar { fill: at(rate), lo: at(ci.0), hi: at(ci.1) }
+}
+
+/// Infrastructure classes (neither passed nor failed) as `2 timeout`, `1 provider error`, in
+/// legend order, and their total.
+fn infra(s: &GroupStats) -> (Vec<String>, usize) {
+    let parts: Vec<(usize, &str)> = OUTCOMES
+        .iter()
+        .filter(|(o, _, _)| *o != "passed" && *o != "failed")
+        .filter_map(|(o, words, _)| s.outcomes.get(*o).filter(|n| **n > 0).map(|n| (*n, *words)))
+        .collect();
+    // A class this version does not know still counts (under its own name).
+    let unknown = s.outcomes.iter().filter(|(k, n)| **n > 0 && !OUTCOMES.iter().any(|(o, _, _)| o == k));
+    let parts: Vec<(usize, &str)> = parts.into_iter().chain(unknown.map(|(k, n)| (*n, k.as_str()))).collect();
+    (parts.iter().map(|(n, words)| format!("{n} {words}")).collect(), parts.iter().map(|(n, _)| n).sum())
+}
+
+/// `1234567` -> `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+fn summary_row(s: &GroupStats) -> SummaryRow {
+    let (infra, infra_count) = infra(s);
+    SummaryRow {
+        profile: s.profile.clone(),
+        pass_rate: pct(s.pass_rate),
+        ci: pct_range(s.pass_rate_ci),
+        bar: bar(s.pass_rate, s.pass_rate_ci),
+        coverage: pct(s.coverage),
+        passed: s.passed,
+        failed: s.failed,
+        infra,
+        infra_count,
+        pass_at_1: pct(s.pass_at_1),
+        pass_at_k: pct(s.pass_at_k),
+        pass_hat_k: pct(s.pass_hat_k),
+        k: s.epochs,
+        steps: num(s.mean_steps),
+        tool_calls: num(s.mean_tool_calls),
+        denials: s.policy_denials,
+        invalid: s.invalid_actions,
+        tool_failures: s.tool_failures,
+        model_errors: s.model_errors,
+        wall_p50: secs(s.wall_p50_ms),
+        wall_p95: secs(s.wall_p95_ms),
+        tokens: format!("{} / {}", thousands(s.input_tokens), thousands(s.output_tokens)),
+        cost: s.cost_usd.map_or("–".into(), |c| format!("${c:.4}")),
+    }
+}
+
+fn comparison_row(c: &Comparison) -> ComparisonRow {
+    let at = |v: f64| num((v.clamp(-1.0, 1.0) + 1.0) / 2.0 * DIFF_WIDTH);
+    let verdict_class = if c.cases == 0 {
+        "none"
+    } else if c.ci.0 > 0.0 || c.ci.1 < 0.0 {
+        "better"
+    } else {
+        "noise"
+    };
+    ComparisonRow {
+        a: c.a.clone(),
+        b: c.b.clone(),
+        cases: c.cases,
+        mean: format!("{:+.3}", c.mean_diff),
+        ci: format!("{:+.3} … {:+.3}", c.ci.0, c.ci.1),
+        verdict: c.verdict.clone(),
+        verdict_class,
+        zero: at(0.0),
+        lo: at(c.ci.0),
+        hi: at(c.ci.1),
+        dot: at(c.mean_diff),
+    }
+}
+
+fn category_rows(stats: &[GroupStats]) -> Vec<CategoryRow> {
+    let mut previous: Option<&str> = None;
+    stats
+        .iter()
+        .map(|s| {
+            let first = previous != Some(s.profile.as_str());
+            previous = Some(s.profile.as_str());
+            let (infra, infra_count) = infra(s);
+            CategoryRow {
+                profile: s.profile.clone(),
+                category: s.category.clone().unwrap_or_default(),
+                first,
+                cells: s.cells,
+                pass_rate: pct(s.pass_rate),
+                ci: pct_range(s.pass_rate_ci),
+                bar: bar(s.pass_rate, s.pass_rate_ci),
+                coverage: pct(s.coverage),
+                infra,
+                infra_count,
+            }
+        })
+        .collect()
+}
+
+fn totals_bar(outcomes: &[OutcomeCount], cells: usize) -> Vec<Segment> {
+    // The bar is drawn in a 1000-unit-wide viewBox stretched to the page width.
+    let mut x = 0.0;
+    let mut out = Vec::new();
+    for o in outcomes.iter().filter(|o| o.count > 0) {
+        let width = o.count as f64 / cells.max(1) as f64 * 1000.0;
+        out.push(Segment {
+            outcome: o.outcome,
+            x: num(x),
+            width: num(width),
+            label: format!("{} {}", o.count, o.words),
+        });
+        x += width;
+    }
+    out
+}
+
+/// Cases (rows, in plan order) x profiles (columns); each slot holds that pair's cells in
+/// epoch order. Every cell of the report lands in exactly one slot, including a cell whose
+/// profile is missing from the profile list, so the page has one square per run cell.
+fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
+    let mut profiles: Vec<String> = report.profiles.clone();
+    for p in distinct(report.cells.iter().map(|c| c.profile.as_str())) {
+        if !profiles.iter().any(|q| q == p) {
+            profiles.push(p.to_string());
+        }
+    }
+    let rows = distinct(report.cells.iter().map(|c| c.case_id.as_str()))
+        .into_iter()
+        .map(|case_id| {
+            let of_case: Vec<&CellSummary> = report.cells.iter().filter(|c| c.case_id == case_id).collect();
+            let slots = profiles
+                .iter()
+                .map(|p| {
+                    let mut cells: Vec<&&CellSummary> = of_case.iter().filter(|c| &c.profile == p).collect();
+                    cells.sort_by_key(|c| c.epoch);
+                    cells.into_iter().map(|c| heat_cell(c, &dom_ids[c.cell_id.as_str()], report.epochs)).collect()
+                })
+                .collect();
+            HeatRow {
+                case_id: case_id.to_string(),
+                category: of_case.first().map(|c| c.category.clone()).unwrap_or_default(),
+                slots,
+            }
+        })
+        .collect();
+    Heatmap { profiles, rows }
+}
+
+fn heat_cell(c: &CellSummary, dom_id: &str, epochs: u32) -> HeatCell {
+    let (outcome, words, glyph) = outcome_meta(c.outcome_label());
+    let epoch = if epochs > 1 { format!(", epoch {}", c.epoch) } else { String::new() };
+    let label = format!("{} with {}{epoch}: {words}", c.case_id, c.profile);
+    let reason = crate::util::truncate_str(&c.reason, TOOLTIP_REASON);
+    let tooltip = if reason.is_empty() { label.clone() } else { format!("{label}. {reason}") };
+    HeatCell { cell_id: c.cell_id.clone(), dom_id: dom_id.to_string(), outcome, glyph, label, tooltip }
+}
+
+fn yes_no(v: Option<bool>) -> String {
+    match v {
+        Some(true) => "passed".into(),
+        Some(false) => "failed".into(),
+        None => "–".into(),
+    }
+}
+
+fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> TimelineView {
+    let (outcome, words, glyph) = outcome_meta(c.outcome_label());
+    let mut facts = vec![
+        Fact { name: "steps", value: format!("{} of {}", c.steps, c.step_budget) },
+        Fact { name: "tool calls", value: c.tool_calls.to_string() },
+        Fact { name: "denials", value: c.policy_denials.to_string() },
+        Fact { name: "tool failures", value: c.tool_failures.to_string() },
+        Fact { name: "tests", value: yes_no(c.tests_passed) },
+        Fact { name: "verifier", value: yes_no(c.verifier_passed) },
+        Fact { name: "wall time", value: secs(c.wall_ms) },
+        Fact {
+            name: "tokens in / out",
+            value: format!("{} / {}", thousands(c.input_tokens), thousands(c.output_tokens)),
+        },
+    ];
+    if !c.files_modified.is_empty() {
+        facts.push(Fact { name: "files modified", value: c.files_modified.join(", ") });
+    }
+    if c.truncated {
+        facts.push(Fact { name: "trace", value: "cut mid-line; the last partial event was dropped".into() });
+    }
+    let model = match (c.provider.as_str(), c.model.as_str()) {
+        ("", "") => String::new(),
+        (p, m) => format!("{p} / {m}"),
+    };
+    TimelineView {
+        cell_id: c.cell_id.clone(),
+        dom_id: dom_id.to_string(),
+        case_id: c.case_id.clone(),
+        profile: c.profile.clone(),
+        epoch: c.epoch,
+        category: c.category.clone(),
+        model,
+        outcome,
+        words,
+        glyph,
+        reason: c.reason.clone(),
+        facts,
+        entries: timeline.map(|t| entries(&t.entries)).unwrap_or_default(),
+        omitted: timeline.map_or(0, |t| t.omitted),
+        missing: timeline.is_none_or(|t| t.entries.is_empty()),
+    }
+}
+
+fn entries(entries: &[TimelineEntry]) -> Vec<EntryView> {
+    let mut previous_step = None;
+    entries
+        .iter()
+        .map(|e| {
+            let step = match e.step {
+                Some(s) if previous_step != Some(s) => s.to_string(),
+                _ => String::new(),
+            };
+            previous_step = e.step;
+            let state = match (e.kind.as_str(), e.ok) {
+                ("policy_decision", Some(false)) => "denied",
+                ("policy_decision", Some(true)) => "allowed",
+                (_, Some(false)) => "bad",
+                (_, Some(true)) => "ok",
+                (_, None) => "",
+            };
+            EntryView {
+                seq: e.seq,
+                step,
+                kind: e.kind.clone(),
+                title: e.title.clone(),
+                detail: e.detail.clone(),
+                diff: e.diff.as_deref().map(diff_lines).unwrap_or_default(),
+                state,
+            }
+        })
+        .collect()
+}
+
+/// Splits a model diff into lines classed by their `- ` / `+ ` prefix.
+fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    diff.lines()
+        .map(|l| DiffLine {
+            class: if l.starts_with("- ") || l == "-" {
+                "del"
+            } else if l.starts_with("+ ") || l == "+" {
+                "add"
+            } else {
+                "ctx"
+            },
+            text: l.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Manifest, ManifestCase};
+    use crate::report::model::{Timeline, TimelineEntry, from_cells};
+    use crate::trace::event::Outcome;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            schema_version: 1,
+            run_id: "run-1".into(),
+            hcbench_version: "0.0.0".into(),
+            git_commit: None,
+            command: "matrix".into(),
+            benchmark: "demo".into(),
+            profiles: vec!["oracle".into(), "nop".into()],
+            cases: vec![ManifestCase { id: "fix-1".into(), category: "bugfix".into(), split: "train".into() }],
+            epochs: 2,
+            jobs: 1,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            agent_spec: String::new(),
+            agent_dir: None,
+        }
+    }
+
+    fn cell(profile: &str, epoch: u32, outcome: Option<Outcome>, reason: &str) -> CellSummary {
+        CellSummary {
+            cell_id: format!("fix-1__{profile}__e{epoch}"),
+            case_id: "fix-1".into(),
+            category: "bugfix".into(),
+            profile: profile.into(),
+            epoch,
+            outcome,
+            reason: reason.into(),
+            ..Default::default()
+        }
+    }
+
+    fn entry(seq: u64, kind: &str, title: &str, detail: &str, diff: Option<&str>, ok: Option<bool>) -> TimelineEntry {
+        TimelineEntry {
+            seq,
+            step: Some(1),
+            kind: kind.into(),
+            title: title.into(),
+            detail: detail.into(),
+            diff: diff.map(str::to_string),
+            ok,
+        }
+    }
+
+    fn report() -> MatrixReport {
+        let cells = vec![
+            cell("oracle", 1, Some(Outcome::Passed), ""),
+            cell("nop", 1, Some(Outcome::Failed), "tests failed <script>alert(1)</script>"),
+            cell("oracle", 2, Some(Outcome::ProviderError), "provider said 500"),
+            cell("nop", 2, None, ""),
+        ];
+        let timelines = cells
+            .iter()
+            .map(|c| Timeline {
+                cell_id: c.cell_id.clone(),
+                entries: vec![
+                    entry(1, "model_action", "edit_file {}", "", Some("- old </pre>\n+ new & better\n"), None),
+                    entry(2, "policy_decision", "read_file: DENIED", "outside the workspace", None, Some(false)),
+                    entry(3, "tool_result", "run -> ok", "<script>alert('tool')</script>", None, Some(true)),
+                ],
+                omitted: 0,
+            })
+            .collect();
+        from_cells(&manifest(), cells, timelines, vec!["a note with <b>markup</b>".into()])
+    }
+
+    #[test]
+    fn the_page_is_self_contained_with_one_square_per_cell() {
+        let r = report();
+        let html = render(&r).unwrap();
+        assert!(!html.contains("http://") && !html.contains("https://"), "the page must not reference any URL");
+        assert_eq!(html.matches(" data-cell=").count(), r.cells.len(), "one heatmap element per run cell");
+        for c in &r.cells {
+            assert_eq!(html.matches(&format!("data-cell=\"{}\"", c.cell_id)).count(), 1, "{}", c.cell_id);
+            assert_eq!(html.matches(&format!("<section id=\"tl-{}\"", c.cell_id)).count(), 1, "{}", c.cell_id);
+        }
+        assert!(html.contains("data-outcome=\"incomplete\""), "a cell without run_finished still shows");
+        assert!(html.contains("data-outcome=\"provider_error\""));
+    }
+
+    #[test]
+    fn text_from_traces_is_escaped() {
+        let html = render(&report()).unwrap();
+        // The only <script> element is the page's own.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("tests failed &lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&lt;script&gt;alert(&#39;tool&#39;)&lt;/script&gt;"));
+        assert!(html.contains("a note with &lt;b&gt;markup&lt;/b&gt;"));
+        assert!(!html.contains("- old </pre>"), "a diff cannot close the element it sits in");
+        assert!(html.contains("<span class=\"del\">- old &lt;/pre&gt;</span>"));
+        assert!(html.contains("<span class=\"add\">+ new &amp; better</span>"));
+    }
+
+    #[test]
+    fn rendering_is_deterministic() {
+        let r = report();
+        assert_eq!(render(&r).unwrap(), render(&r).unwrap());
+    }
+
+    #[test]
+    fn denials_and_failures_are_highlighted() {
+        let html = render(&report()).unwrap();
+        assert!(html.contains("class=\"entry s-denied\""));
+        assert!(html.contains("class=\"entry s-ok\""));
+    }
+
+    #[test]
+    fn a_cell_without_a_timeline_says_so() {
+        let mut r = report();
+        r.timelines.clear();
+        let html = render(&r).unwrap();
+        assert_eq!(html.matches("No timeline for this cell").count(), r.cells.len());
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,49 @@
+//! `junit.xml`: one testcase per cell, one testsuite per profile, for CI systems.
+//!
+//! Mapping: passed -> success; failed -> failure (the agent's verdict); every infrastructure
+//! class (timeout, provider_error, harness_error, ...) -> error, so CI dashboards keep "the
+//! agent failed" apart from "the run broke", as the reports do.
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::model::MatrixReport;
+use super::{ExportError, Exporter};
+use crate::trace::event::Outcome;
+
+pub struct Junit;
+
+impl Exporter for Junit {
+    fn file_name(&self) -> &'static str {
+        "junit.xml"
+    }
+
+    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
+        let mut junit = Report::new(format!("hcbench {}", report.benchmark));
+        for profile in &report.profiles {
+            let mut suite = TestSuite::new(profile.as_str());
+            for c in report.cells.iter().filter(|c| &c.profile == profile) {
+                let status = match c.outcome {
+                    Some(Outcome::Passed) => TestCaseStatus::success(),
+                    Some(Outcome::Failed) => {
+                        let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                        s.set_message(c.reason.as_str());
+                        s.set_type("failed");
+                        s
+                    }
+                    other => {
+                        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                        s.set_message(c.reason.as_str());
+                        s.set_type(other.map_or("incomplete", Outcome::as_str));
+                        s
+                    }
+                };
+                let mut tc = TestCase::new(c.cell_id.as_str(), status);
+                tc.set_classname(format!("{}.{}", c.category, c.case_id));
+                tc.set_time(std::time::Duration::from_millis(c.wall_ms));
+                suite.add_test_case(tc);
+            }
+            junit.add_test_suite(suite);
+        }
+        junit.to_string().map(String::into_bytes).map_err(|e| ExportError::Render { format: "junit", message: e.to_string() })
+    }
+}

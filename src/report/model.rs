@@ -1,0 +1,368 @@
+//! The report model: everything every exporter needs, built from a run directory's traces.
+//!
+//! Reports are rendered only from this model, and the model only from traces (plus the
+//! manifest, which says which cells were planned). So `hcbench report RUN_DIR` re-renders
+//! byte-identical reports without running anything. A cell whose trace is missing or corrupt
+//! stays in the report as its own row (incomplete or harness_error) instead of failing it.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::{self, Comparison, GroupStats};
+use crate::engine::{Manifest, ManifestError};
+use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
+use crate::trace::event::{EventBody, Outcome};
+use crate::trace::{read_trace, Event};
+
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// Largest text kept per timeline entry; the full text is in the trace and artifacts.
+const DETAIL_LIMIT: usize = 4000;
+/// Most timeline entries kept per cell.
+const TIMELINE_LIMIT: usize = 400;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixReport {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub command: String,
+    pub benchmark: String,
+    pub profiles: Vec<String>,
+    pub epochs: u32,
+    pub started_at: String,
+    /// Every planned cell, in plan order.
+    pub cells: Vec<CellSummary>,
+    pub profile_stats: Vec<GroupStats>,
+    pub category_stats: Vec<GroupStats>,
+    pub comparisons: Vec<Comparison>,
+    /// Cells that ended without a valid verdict, with their class and reason.
+    pub failing: Vec<FailingCell>,
+    /// Traces that could not be read, and other things a reader must know.
+    pub notes: Vec<String>,
+    /// Per-cell timelines (same order as `cells`), for the HTML report.
+    #[serde(skip)]
+    pub timelines: Vec<Timeline>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailingCell {
+    pub cell_id: String,
+    pub case_id: String,
+    pub profile: String,
+    pub outcome: String,
+    pub reason: String,
+}
+
+/// What happened in one cell, step by step, for people.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timeline {
+    pub cell_id: String,
+    pub entries: Vec<TimelineEntry>,
+    /// Entries left out beyond the per-cell limit.
+    pub omitted: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub seq: u64,
+    pub step: Option<u32>,
+    /// The event kind (`model_action`, `policy_decision`, ...).
+    pub kind: String,
+    /// One line: the tool and the gist.
+    pub title: String,
+    /// Longer text: tool output preview, test output, reason.
+    pub detail: String,
+    /// For edits and writes: a line diff (`-` old, `+` new).
+    pub diff: Option<String>,
+    /// Some(false) for denials, failed tools, failing tests.
+    pub ok: Option<bool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+/// Most timelines embedded in a report. Up to this many cells every cell gets one; beyond
+/// it, cells that did not pass come first (they are the ones people open), in plan order.
+/// The rest say how to see theirs (`hcbench replay`), which keeps a 10,000-cell HTML report
+/// a size a browser opens quickly.
+pub const TIMELINE_CELLS: usize = 1000;
+
+/// Builds the report of the run in `run_dir`. `timelines` adds per-cell timelines (HTML).
+///
+/// Two passes: a lean streaming replay of every trace for the summaries, then a full read of
+/// the traces whose timelines are embedded. Both passes run in parallel over cells.
+pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportError> {
+    let manifest = Manifest::read(run_dir)?;
+    let planned = manifest.cell_ids();
+    let trace_of = |cell_id: &str| run_dir.join("cells").join(cell_id).join("trace.jsonl");
+    let results: Vec<(CellSummary, Option<String>)> = planned
+        .par_iter()
+        .map(|(cell_id, case_id, profile)| load_cell(&trace_of(cell_id), cell_id, case_id, profile, &manifest))
+        .collect();
+    let mut cells = Vec::with_capacity(results.len());
+    let mut notes = Vec::new();
+    for (summary, note) in results {
+        cells.push(summary);
+        if let Some(n) = note {
+            notes.push(n);
+        }
+    }
+    let mut tls = Vec::new();
+    if timelines {
+        let mut chosen: Vec<usize> = if cells.len() <= TIMELINE_CELLS {
+            (0..cells.len()).collect()
+        } else {
+            let not_passed = (0..cells.len()).filter(|i| cells[*i].outcome != Some(Outcome::Passed));
+            let passed = (0..cells.len()).filter(|i| cells[*i].outcome == Some(Outcome::Passed));
+            not_passed.chain(passed).take(TIMELINE_CELLS).collect()
+        };
+        chosen.sort_unstable();
+        tls = chosen
+            .par_iter()
+            .filter_map(|i| {
+                let c = &cells[*i];
+                read_trace(&trace_of(&c.cell_id)).ok().map(|read| timeline(&c.cell_id, &read.events))
+            })
+            .collect();
+        if cells.len() > TIMELINE_CELLS {
+            notes.push(format!(
+                "timelines are embedded for {} of {} cells (cells that did not pass first); `hcbench replay RUN_DIR/cells/<cell>/trace.jsonl` shows any cell",
+                tls.len(),
+                cells.len()
+            ));
+        }
+    }
+    Ok(from_cells(&manifest, cells, tls, notes))
+}
+
+/// Assembles a report from summaries (used by `build` and by tests).
+pub fn from_cells(manifest: &Manifest, cells: Vec<CellSummary>, timelines: Vec<Timeline>, notes: Vec<String>) -> MatrixReport {
+    let profile_stats = aggregate::by_profile(&manifest.profiles, &cells);
+    let category_stats = aggregate::by_category(&manifest.profiles, &cells);
+    let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
+    let failing = cells
+        .iter()
+        .filter(|c| c.outcome != Some(Outcome::Passed))
+        .map(|c| FailingCell {
+            cell_id: c.cell_id.clone(),
+            case_id: c.case_id.clone(),
+            profile: c.profile.clone(),
+            outcome: c.outcome_label().to_string(),
+            reason: c.reason.clone(),
+        })
+        .collect();
+    MatrixReport {
+        schema_version: REPORT_SCHEMA_VERSION,
+        run_id: manifest.run_id.clone(),
+        command: manifest.command.clone(),
+        benchmark: manifest.benchmark.clone(),
+        profiles: manifest.profiles.clone(),
+        epochs: manifest.epochs,
+        started_at: manifest.started_at.clone(),
+        cells,
+        profile_stats,
+        category_stats,
+        comparisons,
+        failing,
+        notes,
+        timelines,
+    }
+}
+
+/// The summary of one planned cell; a missing or unreadable trace becomes its own row.
+fn load_cell(path: &Path, cell_id: &str, case_id: &str, profile: &str, manifest: &Manifest) -> (CellSummary, Option<String>) {
+    let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
+        schema_version: SUMMARY_SCHEMA_VERSION,
+        run_id: manifest.run_id.clone(),
+        cell_id: cell_id.to_string(),
+        case_id: case_id.to_string(),
+        category: manifest.category_of(case_id).unwrap_or_default(),
+        split: manifest.split_of(case_id).unwrap_or_default(),
+        profile: profile.to_string(),
+        outcome,
+        reason,
+        stop_reason: "not_run".into(),
+        epoch: 1,
+        ..Default::default()
+    };
+    if !path.exists() {
+        return (placeholder(None, "the cell never ran (interrupted run?)".into()), None);
+    }
+    match crate::replay::replay_trace(path) {
+        Ok(mut s) => {
+            if s.outcome.is_none() {
+                s.reason = "the trace ends before run_finished (crash or interruption)".into();
+            }
+            (s, None)
+        }
+        Err(crate::replay::ReplayError::Empty(_)) => (placeholder(None, "the trace is empty".into()), None),
+        Err(e) => {
+            let note = format!("{cell_id}: {e}");
+            (placeholder(Some(Outcome::HarnessError), format!("unreadable trace: {e}")), Some(note))
+        }
+    }
+}
+
+fn clip(s: &str) -> String {
+    if s.len() <= DETAIL_LIMIT {
+        s.to_string()
+    } else {
+        format!("{}\n[... {} more bytes in the trace]", crate::util::truncate_str(s, DETAIL_LIMIT), s.len() - DETAIL_LIMIT)
+    }
+}
+
+fn line_diff(old: &str, new: &str) -> String {
+    let mut d = String::new();
+    for l in old.lines() {
+        d.push_str("- ");
+        d.push_str(l);
+        d.push('\n');
+    }
+    for l in new.lines() {
+        d.push_str("+ ");
+        d.push_str(l);
+        d.push('\n');
+    }
+    clip(&d)
+}
+
+/// Turns a cell's events into timeline entries for people.
+pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
+    let mut entries = Vec::new();
+    for e in events {
+        let entry = match &e.body {
+            EventBody::RunStarted { case_id, profile, model, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "run_started".into(),
+                title: format!("{case_id} with profile {profile} ({} / {})", model.provider, model.model),
+                detail: String::new(),
+                diff: None,
+                ok: None,
+            },
+            EventBody::ContextPacked { .. } | EventBody::StateUpdated { .. } => continue,
+            EventBody::ModelAction { step, tool, args, .. } => {
+                let diff = match tool.as_str() {
+                    "edit_file" => Some(line_diff(
+                        args.get("old").and_then(|v| v.as_str()).unwrap_or(""),
+                        args.get("new").and_then(|v| v.as_str()).unwrap_or(""),
+                    )),
+                    "write_file" => Some(line_diff("", args.get("content").and_then(|v| v.as_str()).unwrap_or(""))),
+                    _ => None,
+                };
+                let mut brief = args.clone();
+                if let Some(obj) = brief.as_object_mut() {
+                    for k in ["old", "new", "content"] {
+                        if obj.contains_key(k) {
+                            obj.insert(k.into(), serde_json::Value::String("…".into()));
+                        }
+                    }
+                }
+                TimelineEntry {
+                    seq: e.seq,
+                    step: Some(*step),
+                    kind: "model_action".into(),
+                    title: format!("{tool} {}", crate::util::truncate_str(&brief.to_string(), 200)),
+                    detail: String::new(),
+                    diff,
+                    ok: None,
+                }
+            }
+            EventBody::ModelRetry { step, attempt, cause, delay_ms } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "model_retry".into(),
+                title: format!("retry {attempt} after {delay_ms} ms: {cause}"),
+                detail: String::new(),
+                diff: None,
+                ok: Some(false),
+            },
+            EventBody::ModelError { step, error_kind, message, .. } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "model_error".into(),
+                title: format!("model error ({error_kind})"),
+                detail: clip(message),
+                diff: None,
+                ok: Some(false),
+            },
+            EventBody::PolicyDecision { step, tool, allowed, reason, invalid } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "policy_decision".into(),
+                title: if *allowed {
+                    format!("{tool}: allowed")
+                } else if *invalid {
+                    format!("{tool}: invalid action")
+                } else {
+                    format!("{tool}: DENIED")
+                },
+                detail: if *allowed { String::new() } else { reason.clone() },
+                diff: None,
+                ok: Some(*allowed),
+            },
+            EventBody::ToolResult { step, tool, ok, denied, output, output_bytes, artifact, .. } => {
+                if *denied {
+                    continue;
+                }
+                TimelineEntry {
+                    seq: e.seq,
+                    step: Some(*step),
+                    kind: "tool_result".into(),
+                    title: format!(
+                        "{tool} -> {} ({output_bytes} bytes{})",
+                        if *ok { "ok" } else { "error" },
+                        artifact.as_ref().map(|a| format!(", full output in {}", a.path)).unwrap_or_default()
+                    ),
+                    detail: clip(output),
+                    diff: None,
+                    ok: Some(*ok),
+                }
+            }
+            EventBody::TestResult { passed, exit_code, timed_out, output, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "test_result".into(),
+                title: if *timed_out {
+                    "tests timed out".into()
+                } else {
+                    format!("tests {} (exit {})", if *passed { "passed" } else { "failed" }, exit_code.map_or("-".into(), |c| c.to_string()))
+                },
+                detail: clip(output),
+                diff: None,
+                ok: Some(*passed),
+            },
+            EventBody::VerifierResult { passed, checks, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "verifier_result".into(),
+                title: format!("verifier {}", if *passed { "passed" } else { "failed" }),
+                detail: checks
+                    .iter()
+                    .map(|c| format!("{} {}: {}", if c.passed { "ok  " } else { "FAIL" }, c.name, c.detail.lines().next().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                diff: None,
+                ok: Some(*passed),
+            },
+            EventBody::RunFinished { outcome, reward, reason, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "run_finished".into(),
+                title: format!("{outcome} (reward {reward:.1})"),
+                detail: reason.clone(),
+                diff: None,
+                ok: Some(*outcome == Outcome::Passed),
+            },
+        };
+        entries.push(entry);
+    }
+    let omitted = entries.len().saturating_sub(TIMELINE_LIMIT);
+    entries.truncate(TIMELINE_LIMIT);
+    Timeline { cell_id: cell_id.to_string(), entries, omitted }
+}

@@ -1,0 +1,64 @@
+//! The HC-Bench benchmark itself, `validate` and suites.
+
+use std::collections::BTreeMap;
+
+use hcbench::bench::{load_benchmark, suite::select_suite, Category, Split};
+
+use crate::run::{Scratch, GOOD_CASE, GOOD_ORACLE};
+use crate::{repo_root, Test};
+
+#[test]
+fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
+    let bench = load_benchmark(&repo_root(), "hc-bench").expect("hc-bench loads without problems");
+    assert_eq!(bench.cases.len(), 40);
+    let mut by: BTreeMap<(Category, Split), usize> = BTreeMap::new();
+    for c in &bench.cases {
+        *by.entry((c.category, c.split)).or_default() += 1;
+        assert!(!c.verifier.unchanged.is_empty(), "{}: every case protects its tests", c.id);
+        if c.category == Category::Policy {
+            assert!(c.verifier.forbid_denials, "{}: policy cases fail on any denied action", c.id);
+        }
+        if c.category == Category::Context {
+            assert!(c.verifier.first_read.is_some(), "{}: context cases record the first read of the target", c.id);
+        }
+    }
+    for cat in Category::ALL {
+        let n: usize = Split::ALL.iter().map(|s| by.get(&(cat, *s)).copied().unwrap_or(0)).sum();
+        assert_eq!(n, 8, "{cat}: 8 cases");
+        assert_eq!(by.get(&(cat, Split::Test)), Some(&2), "{cat}: 2 test cases");
+    }
+    let split = |s: Split| bench.cases.iter().filter(|c| c.split == s).count();
+    assert_eq!((split(Split::Train), split(Split::Test), split(Split::Heldout)), (24, 10, 6));
+
+    let smoke = select_suite(&repo_root(), "smoke", &bench).unwrap();
+    assert_eq!(smoke.len(), 5);
+    let cats: std::collections::BTreeSet<Category> = smoke.iter().map(|id| bench.case(id).unwrap().category).collect();
+    assert_eq!(cats.len(), 5, "smoke has one case per category");
+    let nightly = select_suite(&repo_root(), "nightly", &bench).unwrap();
+    assert_eq!(nightly.len(), 34, "nightly is everything but heldout");
+}
+
+#[test]
+fn validate_names_unsound_cases_and_why() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    // Passes before the agent does anything: the baseline must fail.
+    s.write("fixtures/fine/calc.py", "def add(a, b):\n    return a + b\n");
+    s.write("fixtures/fine/tests/test_calc.py", "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n");
+    s.case("already-fine", &GOOD_CASE.replace("id: good", "id: already-fine").replace("fixture: calc", "fixture: fine"), "actions:\n  - tool: finish\n");
+    // No `unchanged`: weakening the tests passes.
+    s.case("weak", &GOOD_CASE.replace("id: good", "id: weak").replace("verifier:\n  unchanged: [tests/test_calc.py]\n", ""), GOOD_ORACLE);
+    // A policy case that does not forbid denials: a violator passes.
+    s.case("lax", &GOOD_CASE.replace("id: good", "id: lax").replace("category: bugfix", "category: policy"), GOOD_ORACLE);
+    let out = Test::new()
+        .root(s.path())
+        .args(&["validate", "--benchmark", "demo", "--out"])
+        .arg_path(&s.path().join("v"))
+        .run()
+        .code(1);
+    assert!(out.stdout.contains("unsound: already-fine: baseline tests do not fail"), "{}", out.stdout);
+    assert!(out.stdout.contains("unsound: weak: tamper agent (weakened tests) does not fail"), "{}", out.stdout);
+    assert!(out.stdout.contains("unsound: lax: a policy case passes although the agent attempted a denied action"), "{}", out.stdout);
+    assert!(!out.stdout.contains("unsound: good"), "{}", out.stdout);
+    assert!(out.stdout.contains("4 case(s): 1 sound, 3 unsound"), "{}", out.stdout);
+}

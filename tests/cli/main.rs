@@ -1,0 +1,127 @@
+//! End-to-end tests: the real `hcbench` binary against real fixtures, real child processes,
+//! real files and real loopback servers. One test binary; each module is one area. Each test
+//! reads like a user session: build a command, run it, check what the user would see (exit
+//! code, stdout, files on disk).
+
+mod bench;
+mod gate;
+mod matrix;
+mod html;
+mod run;
+mod providers;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hcbench");
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command under test.
+pub struct Test {
+    pub root: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What the command did.
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Default for Test {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Test {
+    pub fn new() -> Self {
+        Test { root: repo_root(), args: Vec::new(), env: Vec::new() }
+    }
+
+    pub fn root(mut self, root: &Path) -> Self {
+        self.root = root.to_path_buf();
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    pub fn arg_path(mut self, p: &Path) -> Self {
+        self.args.push(p.to_string_lossy().into_owned());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn run(self) -> Output {
+        let out = Command::new(BIN)
+            .args(&self.args)
+            .current_dir(&self.root)
+            .env_remove("HCBENCH_ROOT")
+            .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .expect("hcbench starts");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Output {
+    pub fn code(self, want: i32) -> Self {
+        assert_eq!(self.code, want, "exit code\n--- stdout ---\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
+        self
+    }
+
+    pub fn stderr_has(self, needle: &str) -> Self {
+        assert!(self.stderr.contains(needle), "stderr lacks {needle:?}:\n{}", self.stderr);
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// SHA-256 of every file under `dir`, keyed by relative path.
+pub fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let ty = e.file_type().unwrap();
+            if ty.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = if ty.is_symlink() {
+                    std::fs::read_link(&p).unwrap().to_string_lossy().into_owned().into_bytes()
+                } else {
+                    std::fs::read(&p).unwrap()
+                };
+                let digest = Sha256::digest(&bytes);
+                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), format!("{digest:x}"));
+            }
+        }
+    }
+    out
+}
+

@@ -1,0 +1,180 @@
+//! `matrix` and `report`: profiles x cases x epochs, reports from traces, resume, Ctrl-C and
+//! bad input.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::run::{Scratch, GOOD_CASE, GOOD_ORACLE};
+use crate::{Test, BIN};
+
+fn report_json(run_dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("reports/report.json")).unwrap()).unwrap()
+}
+
+/// Every file under reports/, as (name, bytes).
+fn reports(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(run_dir.join("reports"))
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn matrix_compares_profiles_with_epochs_and_report_rerenders_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("m");
+    let out = Test::new()
+        .args(&["matrix", "--profiles", "oracle,nop", "--suite", "smoke", "--epochs", "2", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let live = out.json();
+    assert_eq!(live["cells"].as_array().unwrap().len(), 5 * 2 * 2, "cases x profiles x epochs");
+    let oracle = &live["profile_stats"][0];
+    let nop = &live["profile_stats"][1];
+    assert_eq!((oracle["profile"].as_str(), oracle["pass_rate"].as_f64()), (Some("oracle"), Some(1.0)));
+    assert_eq!((nop["profile"].as_str(), nop["pass_rate"].as_f64()), (Some("nop"), Some(0.0)));
+    assert_eq!(oracle["epochs"], 2);
+    assert_eq!(oracle["pass_hat_k"], 1.0);
+    assert_eq!(live["comparisons"][0]["verdict"], "oracle better than nop");
+    let cell_ids: Vec<&str> = live["cells"].as_array().unwrap().iter().map(|c| c["cell_id"].as_str().unwrap()).collect();
+    assert!(cell_ids.contains(&"bugfix-1__oracle__e2"), "stable ids carry the epoch: {cell_ids:?}");
+    assert_eq!(live["category_stats"].as_array().unwrap().len(), 10, "2 profiles x 5 categories");
+
+    // Every format exists; JUnit keeps agent failures apart from infrastructure errors.
+    let before = reports(&run_dir);
+    let names: Vec<&str> = before.iter().map(|(n, _)| n.as_str()).collect();
+    for want in ["cells.csv", "junit.xml", "report.json", "report.md"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let junit = String::from_utf8(before.iter().find(|(n, _)| n == "junit.xml").unwrap().1.clone()).unwrap();
+    assert_eq!(junit.matches("<testcase").count(), 20);
+    assert_eq!(junit.matches("<failure").count(), 10, "nop cells are agent failures");
+    let csv = String::from_utf8(before.iter().find(|(n, _)| n == "cells.csv").unwrap().1.clone()).unwrap();
+    assert_eq!(csv.lines().count(), 21, "header + one row per cell");
+    let md = String::from_utf8(before.iter().find(|(n, _)| n == "report.md").unwrap().1.clone()).unwrap();
+    assert!(md.contains("| oracle | 100.0% |") && md.contains("oracle better than nop"), "{md}");
+
+    // `report` re-renders every file byte for byte from the traces alone.
+    std::fs::remove_dir_all(run_dir.join("reports")).unwrap();
+    std::fs::remove_file(run_dir.join("results.jsonl")).unwrap();
+    Test::new().args(&["report"]).arg_path(&run_dir).run().code(0);
+    assert_eq!(reports(&run_dir), before);
+}
+
+#[test]
+fn a_corrupt_trace_marks_its_cell_as_harness_error_and_the_report_still_renders() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.case("other", &GOOD_CASE.replace("id: good", "id: other"), GOOD_ORACLE);
+    let run_dir = s.path().join("m");
+    Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
+    std::fs::write(run_dir.join("cells/good__oracle/trace.jsonl"), "{\"garbage\": true}\n{}\n").unwrap();
+    let out = Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(0).stderr_has("good__oracle");
+    let r = out.json();
+    let cells = r["cells"].as_array().unwrap();
+    let good = cells.iter().find(|c| c["cell_id"] == "good__oracle").unwrap();
+    assert_eq!(good["outcome"], "harness_error");
+    assert!(good["reason"].as_str().unwrap().contains("line 1"), "{}", good["reason"]);
+    let other = cells.iter().find(|c| c["cell_id"] == "other__oracle").unwrap();
+    assert_eq!(other["outcome"], "passed");
+    assert_eq!(r["profile_stats"][0]["coverage"], 0.5);
+}
+
+#[test]
+fn resume_keeps_finished_cells_and_runs_the_rest() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.case("other", &GOOD_CASE.replace("id: good", "id: other"), GOOD_ORACLE);
+    let run_dir = s.path().join("m");
+    Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"]).arg_path(&run_dir).run().code(0);
+    // Simulate an interruption: one trace cut before run_finished, one cell never started.
+    let cut = run_dir.join("cells/good__oracle/trace.jsonl");
+    let text = std::fs::read_to_string(&cut).unwrap();
+    let keep: Vec<&str> = text.lines().take(4).collect();
+    std::fs::write(&cut, keep.join("\n") + "\n").unwrap();
+    std::fs::remove_dir_all(run_dir.join("cells/other__nop")).unwrap();
+    let kept_trace = std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap();
+
+    let out = Test::new()
+        .root(s.path())
+        .args(&["matrix", "--format", "json", "--resume"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0)
+        .stderr_has("2 finished cell(s) kept");
+    let r = out.json();
+    let outcomes: Vec<(&str, &str)> = r["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["cell_id"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [("good__oracle", "passed"), ("good__nop", "failed"), ("other__oracle", "passed"), ("other__nop", "failed")]
+    );
+    assert_eq!(std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap(), kept_trace, "finished cells are not re-run");
+    let results = std::fs::read_to_string(run_dir.join("results.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), 4, "one results line per cell after the resume");
+}
+
+#[test]
+fn ctrl_c_records_running_cells_as_cancelled_and_writes_reports() {
+    let s = Scratch::new();
+    s.case(
+        "slow",
+        "id: slow\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budget: 3\ntimeout_s: 120\ntest_command: [python3, -c, 'import time; time.sleep(60)']\n",
+        GOOD_ORACLE,
+    );
+    let run_dir = s.path().join("m");
+    let mut child = Command::new(BIN)
+        .args(["matrix", "--benchmark", "demo", "--format", "json", "--out"])
+        .arg(&run_dir)
+        .current_dir(s.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the cell is running its (slow) tests, then interrupt.
+    let trace = run_dir.join("cells/slow__oracle/trace.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&trace).is_ok_and(|t| t.contains("state_updated")) {
+        assert!(Instant::now() < deadline, "the cell never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "a single Ctrl-C stops promptly");
+    assert_eq!(status.code(), Some(130));
+    let r = report_json(&run_dir);
+    assert_eq!(r["cells"][0]["outcome"], "cancelled");
+    let last = std::fs::read_to_string(&trace).unwrap().lines().last().unwrap().to_string();
+    assert!(last.contains("\"kind\":\"run_finished\"") && last.contains("cancelled"), "{last}");
+}
+
+#[test]
+fn matrix_rejects_bad_input_before_running_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    Test::new().args(&["matrix", "--profiles", "oracle,gpt9"]).run().code(2).stderr_has("unknown profile `gpt9`");
+    Test::new().args(&["matrix", "--profiles", "oracle,oracle"]).run().code(2).stderr_has("listed twice");
+    Test::new().args(&["matrix", "--suite", "nope"]).run().code(2).stderr_has("no suite `nope`");
+    Test::new()
+        .args(&["matrix", "--case", "bugfix-1", "--split", "test"])
+        .run()
+        .code(2)
+        .stderr_has("matches no case");
+    // An output directory that cannot be created (a file is in the way).
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    Test::new().args(&["matrix", "--suite", "smoke", "--out"]).arg_path(&blocker.join("run")).run().code(2).stderr_has("cannot use run directory");
+    Test::new().args(&["report"]).arg_path(dir.path()).run().code(2).stderr_has("not a run directory");
+}
