@@ -9,6 +9,7 @@ use crate::bench::{load_benchmark, suite::select_suite, Benchmark, Split};
 use crate::cli::Selection;
 use crate::commands::CommandError;
 use crate::model::scripted::Script;
+use crate::model::registry::resolve_profile;
 use crate::model::Profile;
 
 /// The benchmark and the ids of the selected cases, in benchmark order.
@@ -48,20 +49,22 @@ pub fn select(root: &Path, sel: &Selection) -> Result<Selected, CommandError> {
     Ok(Selected { benchmark, case_ids: ids })
 }
 
-/// Resolves a profile name (and its script) into a [`Profile`].
-pub fn profile(name: &str, script: Option<&Path>) -> Result<Profile, CommandError> {
-    match name {
-        "oracle" => Ok(Profile::oracle()),
-        "scripted" => {
-            let path = script.ok_or_else(|| {
-                CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())
-            })?;
-            Ok(Profile::scripted("scripted", Script::load(path)?))
-        }
-        other => Err(CommandError::Usage(format!(
-            "unknown profile `{other}`; built-in profiles: oracle, scripted (with --script)"
-        ))),
+/// Resolves a profile name (and, for `scripted`, its --script file) into a [`Profile`], with the
+/// models file found from `HCBENCH_MODELS` or `<root>/models.toml`.
+pub fn profile(root: &Path, name: &str, script: Option<&Path>) -> Result<Profile, CommandError> {
+    profile_with_models(root, name, script, None)
+}
+
+/// Like [`profile`], with the `--models` file when one was given. Profiles from a models file
+/// are validated, and their API keys read, here: before any cell runs.
+pub fn profile_with_models(root: &Path, name: &str, script: Option<&Path>, models: Option<&Path>) -> Result<Profile, CommandError> {
+    if name == "scripted" {
+        let path = script.ok_or_else(|| {
+            CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())
+        })?;
+        return Ok(Profile::scripted("scripted", Script::load(path)?));
     }
+    resolve_profile(name, root, models).map_err(|e| CommandError::Usage(e.to_string()))
 }
 
 /// Worker count: the flag, else the number of cores.

@@ -1,11 +1,25 @@
 //! Model providers: where the agent's next action comes from.
 //!
 //! Every provider implements [`Provider`]. `oracle` replays a case's known-good actions (the
-//! control arm), `scripted` replays actions from a file (tests, demos, validation agents). The
-//! HTTP providers implement the same trait. The trait is async because real providers wait
-//! on the network; it returns a boxed future so providers can be chosen at run time.
+//! control arm), `scripted` replays actions from a file (tests, demos, validation agents), and
+//! the HTTP providers (`openai-chat`, `openai-responses`; `remote.rs`) ask a real model. The
+//! trait is async because real providers wait on the network; it returns a boxed future so
+//! providers can be chosen at run time.
+//!
+//! The HTTP side is split by concern: `profiles` (models.toml and the built-in profiles),
+//! `openai` (the two wire formats, pure), `parse` (reply text -> action, pure and tolerant),
+//! `http` (sending with retries), `ratelimit` (per-profile AIMD concurrency), `cache` (the
+//! on-disk response cache) and `remote` (the provider that ties them together).
 
 pub mod action;
+pub(crate) mod cache;
+pub(crate) mod http;
+pub(crate) mod openai;
+pub(crate) mod parse;
+pub mod profiles;
+pub(crate) mod ratelimit;
+pub mod registry;
+pub mod remote;
 pub mod scripted;
 
 use std::future::Future;
@@ -39,6 +53,9 @@ pub enum ModelError {
     /// The reply could not be turned into an action; the loop tells the model and goes on.
     #[error("could not parse the model reply: {0}")]
     Parse(String),
+    /// The reply was cut off by the output-token limit in the middle of the action.
+    #[error("the model reply was cut off by max_output_tokens: {0}")]
+    Truncated(String),
     /// The provider failed for good (after retries); the cell ends as provider_error.
     #[error("provider failed: {0}")]
     Provider(String),
@@ -48,15 +65,40 @@ impl ModelError {
     pub fn kind(&self) -> &'static str {
         match self {
             ModelError::Parse(_) => "parse",
+            ModelError::Truncated(_) => "truncated",
             ModelError::Provider(_) => "provider",
         }
+    }
+}
+
+/// One retried request: why, and how long the provider waited before the next attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    pub attempt: u32,
+    pub cause: String,
+    pub delay_ms: u64,
+}
+
+/// The result of asking for one action, with the retries it took. The loop records each retry
+/// as a `model_retry` event before the action or the error.
+#[derive(Debug, Clone)]
+pub struct ModelTurn {
+    pub result: Result<ModelReply, ModelError>,
+    pub retries: Vec<Retry>,
+    /// Token usage of a reply that failed to parse (it was still paid for).
+    pub usage: Option<Usage>,
+}
+
+impl From<Result<ModelReply, ModelError>> for ModelTurn {
+    fn from(result: Result<ModelReply, ModelError>) -> Self {
+        ModelTurn { result, retries: Vec::new(), usage: None }
     }
 }
 
 /// A source of actions for one cell.
 pub trait Provider: Send {
     fn info(&self) -> ModelInfo;
-    fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+    fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn>;
 }
 
 /// A profile: a named way of producing actions, resolved once from the command line.
@@ -73,6 +115,9 @@ pub enum ProfileKind {
     Oracle,
     /// Actions from a script, the same for every cell of a case.
     Scripted(Arc<scripted::Script>),
+    /// A real model behind an OpenAI-compatible HTTP API. The profile (client, rate limiter,
+    /// cache) is shared by all cells.
+    Http(Arc<remote::HttpProfile>),
 }
 
 impl Profile {
@@ -88,8 +133,9 @@ impl Profile {
         &self.name
     }
 
-    /// A fresh provider for one cell of `case`.
-    pub fn provider_for(&self, case: &Case) -> Box<dyn Provider> {
+    /// A fresh provider for one cell of `case`. `epoch` (1-based) seeds providers that vary
+    /// between epochs (a noisy script), so the same cell always gets the same behaviour.
+    pub fn provider_for(&self, case: &Case, epoch: u32) -> Box<dyn Provider> {
         match &self.kind {
             ProfileKind::Oracle => Box::new(QueueProvider::new(
                 ModelInfo { provider: "oracle".into(), model: "oracle".into(), ..Default::default() },
@@ -97,8 +143,9 @@ impl Profile {
             )),
             ProfileKind::Scripted(script) => Box::new(QueueProvider::new(
                 ModelInfo { provider: "scripted".into(), model: script.label.clone(), ..Default::default() },
-                script.actions_for(case),
+                script.actions_for(case, epoch),
             )),
+            ProfileKind::Http(profile) => Box::new(remote::HttpProvider::new(profile.clone(), case.allowed_tools.clone())),
         }
     }
 }
@@ -120,8 +167,8 @@ impl Provider for QueueProvider {
         self.info.clone()
     }
 
-    fn next_action<'a>(&'a mut self, _request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn next_action<'a>(&'a mut self, _request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn> {
         let action = self.actions.next().unwrap_or_else(|| Action::finish("no more scripted actions"));
-        Box::pin(async move { Ok(ModelReply { action, usage: None, latency_ms: 0 }) })
+        Box::pin(async move { Ok(ModelReply { action, usage: None, latency_ms: 0 }).into() })
     }
 }

@@ -1,0 +1,354 @@
+//! The transport of the HTTP providers: one JSON POST with the profile's limits, retries, rate
+//! limiter and response cache around it.
+//!
+//! Which faults are retried is a policy decision written down here once:
+//! - retried, with exponential backoff and jitter: 429, 500, 502, 503, 504, timeouts,
+//!   connection failures and resets, empty bodies, and bodies that are not a response of the
+//!   API (the adapter's `check` fails). A `Retry-After` in seconds replaces the backoff (capped
+//!   by `retry_after_max_s`), and on a 429 it also pauses the whole profile (`ratelimit.rs`);
+//! - not retried: every other status (400, 401, 403, 404, ...), which no amount of waiting
+//!   fixes; the error names the status and the server's message.
+//!
+//! Each retry is returned as a [`Retry`] so the loop records a `model_retry` event; exhausting
+//! `max_retries` is a [`ModelError::Provider`], which ends the cell as `provider_error`.
+//!
+//! The API key lives in a [`Secret`] whose `Debug` is redacted; it is sent in one header and
+//! scrubbed from every message built from a server's reply, because some servers echo it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use super::cache::{Cache, CacheMode, Entry};
+use super::openai::error_message;
+use super::ratelimit::Limiter;
+use super::{ModelError, Retry};
+
+/// A credential read from the environment. Never printed, serialized or hashed.
+#[derive(Clone)]
+pub(crate) struct Secret(String);
+
+impl Secret {
+    pub(crate) fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// How often and how patiently to retry.
+#[derive(Debug, Clone)]
+pub(crate) struct RetryPolicy {
+    /// Retries after the first attempt (so `max_retries + 1` attempts in all).
+    pub max_retries: u32,
+    /// First backoff; doubled per retry.
+    pub base_ms: u64,
+    /// Largest backoff.
+    pub max_ms: u64,
+    /// Largest `Retry-After` honoured; a server asking for more gets this.
+    pub retry_after_max_ms: u64,
+}
+
+/// Everything needed to send one profile's requests.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    pub profile: String,
+    pub provider: String,
+    pub model: String,
+    pub client: reqwest::Client,
+    /// The full endpoint URL, e.g. `https://api.deepseek.com/v1/chat/completions`.
+    pub url: String,
+    pub key: Option<Secret>,
+    /// Header carrying the key; `None` means `Authorization: Bearer <key>`.
+    pub key_header: Option<HeaderName>,
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    pub limiter: Arc<Limiter>,
+    pub cache: Cache,
+}
+
+/// A response body the adapter accepted.
+#[derive(Debug, Clone)]
+pub(crate) struct Received {
+    pub body: Value,
+    pub latency_ms: u64,
+}
+
+/// The result of sending one request, with the retries it took.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    pub result: Result<Received, ModelError>,
+    pub retries: Vec<Retry>,
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Done(Value, u64),
+    /// Worth another try: a short cause for the trace, the detail for the final error.
+    Again { cause: String, detail: String, retry_after: Option<Duration>, throttled: bool },
+    Fatal(String),
+}
+
+impl Transport {
+    /// Sends `body`, retrying faults. `check` validates a 2xx body as a response of the API;
+    /// only checked bodies are returned or cached.
+    pub(crate) async fn send(&self, body: &Value, check: &(dyn Fn(&Value) -> Result<(), String> + Sync)) -> Exchange {
+        let key = (self.cache.mode != CacheMode::Off).then(|| Cache::key(body));
+        if let Some(key) = &key {
+            if let Some(entry) = self.cache.get(key) {
+                let result = match check(&entry.response) {
+                    Ok(()) => Ok(Received { body: entry.response, latency_ms: entry.latency_ms }),
+                    Err(e) => Err(ModelError::Provider(format!(
+                        "profile `{}`: cached response {} is not usable: {e}",
+                        self.profile,
+                        self.cache.path(key).display()
+                    ))),
+                };
+                return Exchange { result, retries: Vec::new() };
+            }
+            if self.cache.mode == CacheMode::ReplayOnly {
+                return Exchange {
+                    result: Err(ModelError::Provider(format!(
+                        "cache miss in replay-only mode for profile `{}`: no {} (the request differs from every recorded one; \
+                         re-record with cache = \"read-write\" or HCBENCH_CACHE=read-write)",
+                        self.profile,
+                        self.cache.path(key).display()
+                    ))),
+                    retries: Vec::new(),
+                };
+            }
+        }
+
+        let mut retries = Vec::new();
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let permit = self.limiter.acquire().await;
+            let outcome = self.attempt(body, check).await;
+            let (cause, detail, retry_after) = match outcome {
+                Attempt::Done(response, latency_ms) => {
+                    self.limiter.on_success(&permit);
+                    if let Some(key) = &key {
+                        self.cache.put(key, &Entry::new(&self.provider, &self.model, latency_ms, response.clone()));
+                    }
+                    return Exchange { result: Ok(Received { body: response, latency_ms }), retries };
+                }
+                Attempt::Fatal(message) => {
+                    return Exchange { result: Err(ModelError::Provider(self.redact(&message))), retries };
+                }
+                Attempt::Again { cause, detail, retry_after, throttled } => {
+                    if throttled {
+                        let pause = retry_after.map(|d| d.min(Duration::from_millis(self.retry.retry_after_max_ms)));
+                        self.limiter.on_throttle(&permit, pause);
+                        tracing::debug!(profile = %self.profile, limit = self.limiter.limit(), "throttled: concurrency limit lowered");
+                    }
+                    (cause, detail, retry_after)
+                }
+            };
+            drop(permit);
+            if attempt > self.retry.max_retries {
+                let message = format!(
+                    "profile `{}`: gave up after {attempt} attempt{} on {}: {detail}",
+                    self.profile,
+                    if attempt == 1 { "" } else { "s" },
+                    self.url
+                );
+                return Exchange { result: Err(ModelError::Provider(self.redact(&message))), retries };
+            }
+            let delay = backoff(&self.retry, attempt, retry_after);
+            tracing::debug!(profile = %self.profile, attempt, cause = %cause, delay_ms = delay.as_millis() as u64, "retrying a model request");
+            retries.push(Retry { attempt, cause, delay_ms: delay.as_millis() as u64 });
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn attempt(&self, body: &Value, check: &(dyn Fn(&Value) -> Result<(), String> + Sync)) -> Attempt {
+        let mut request = self.client.post(&self.url).timeout(self.timeout).json(body);
+        if let Some(key) = &self.key {
+            request = match &self.key_header {
+                None => request.bearer_auth(key.expose()),
+                Some(name) => match HeaderValue::from_str(key.expose()) {
+                    Ok(mut value) => {
+                        value.set_sensitive(true);
+                        let mut headers = HeaderMap::new();
+                        headers.insert(name.clone(), value);
+                        request.headers(headers)
+                    }
+                    Err(_) => return Attempt::Fatal(format!("profile `{}`: the API key is not a valid header value", self.profile)),
+                },
+            };
+        }
+        let started = Instant::now();
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return transport_error(&e),
+        };
+        let status = response.status();
+        let retry_after = response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => return transport_error(&e),
+        };
+        let latency_ms = started.elapsed().as_millis() as u64;
+        let text = String::from_utf8_lossy(&bytes);
+
+        if status.is_success() {
+            if text.trim().is_empty() {
+                return again("empty_body", format!("HTTP {status} with an empty body"), None);
+            }
+            let value: Value = match serde_json::from_str(&text) {
+                Ok(v) => v,
+                Err(e) => {
+                    return again("invalid_body", format!("HTTP {status} with a body that is not JSON ({e}): {}", super::parse::preview(&text)), None)
+                }
+            };
+            return match check(&value) {
+                Ok(()) => Attempt::Done(value, latency_ms),
+                Err(e) => again("invalid_body", format!("HTTP {status}: {e}"), None),
+            };
+        }
+
+        let detail = format!("HTTP {status} from {}: {}", self.url, server_message(&text));
+        match status {
+            StatusCode::TOO_MANY_REQUESTS => {
+                Attempt::Again { cause: "http_429".into(), detail, retry_after, throttled: true }
+            }
+            StatusCode::INTERNAL_SERVER_ERROR
+            | StatusCode::BAD_GATEWAY
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => {
+                Attempt::Again { cause: format!("http_{}", status.as_u16()), detail, retry_after, throttled: false }
+            }
+            _ => Attempt::Fatal(format!("profile `{}`: {detail}{}", self.profile, hint(status))),
+        }
+    }
+
+    /// Removes the key from a message built from a server's reply.
+    fn redact(&self, message: &str) -> String {
+        match &self.key {
+            Some(key) if key.expose().len() >= 4 => message.replace(key.expose(), "[redacted]"),
+            _ => message.to_string(),
+        }
+    }
+}
+
+/// The wait before retry number `attempt` (1-based): `base * 2^(attempt-1)` capped at
+/// `max_ms`, with equal jitter (half fixed, half random) so cells that failed together do not
+/// retry together. A `Retry-After` replaces it (capped by `retry_after_max_ms`), plus a little
+/// jitter.
+fn backoff(p: &RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let jitter = |span: u64| if span == 0 { 0 } else { fastrand::u64(0..=span) };
+    if let Some(ra) = retry_after {
+        let ra = (ra.as_millis() as u64).min(p.retry_after_max_ms);
+        return Duration::from_millis(ra + jitter(p.base_ms / 4));
+    }
+    let exp = p.base_ms.saturating_mul(1u64 << attempt.saturating_sub(1).min(20)).min(p.max_ms);
+    Duration::from_millis(exp / 2 + jitter(exp - exp / 2))
+}
+
+fn again(cause: &str, detail: String, retry_after: Option<Duration>) -> Attempt {
+    Attempt::Again { cause: cause.into(), detail, retry_after, throttled: false }
+}
+
+/// Classifies a reqwest failure (no status): all of these are worth retrying.
+fn transport_error(e: &reqwest::Error) -> Attempt {
+    let cause = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else {
+        "connection"
+    };
+    // reqwest's Display names the URL, never headers; the source chain says what broke.
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    again(cause, detail, None)
+}
+
+/// `Retry-After` as seconds (integer or decimal). HTTP dates fall back to the backoff.
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(24.0 * 3600.0)))
+}
+
+/// The error message in a failed response's body, or a bounded quote of the body.
+fn server_message(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => match v.get("error") {
+            Some(err) => error_message(err),
+            None => super::parse::preview(text),
+        },
+        Err(_) if text.trim().is_empty() => "(empty body)".into(),
+        Err(_) => super::parse::preview(text),
+    }
+}
+
+/// What the user can do about a status that is not retried.
+fn hint(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 | 403 => " (check the API key in the profile's api_key_env variable)",
+        404 => " (check base_url and model)",
+        400 | 422 => " (the server rejected the request; check the profile's options for this server)",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_read_as_seconds() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap_and_retry_after_wins() {
+        let p = RetryPolicy { max_retries: 9, base_ms: 100, max_ms: 1000, retry_after_max_ms: 5000 };
+        for _ in 0..50 {
+            let d1 = backoff(&p, 1, None).as_millis();
+            assert!((50..=100).contains(&d1), "{d1}");
+            let d3 = backoff(&p, 3, None).as_millis();
+            assert!((200..=400).contains(&d3), "{d3}");
+            let d9 = backoff(&p, 9, None).as_millis();
+            assert!((500..=1000).contains(&d9), "capped: {d9}");
+            let ra = backoff(&p, 1, Some(Duration::from_secs(2))).as_millis();
+            assert!((2000..=2025).contains(&ra), "{ra}");
+            let long = backoff(&p, 1, Some(Duration::from_secs(3600))).as_millis();
+            assert!((5000..=5025).contains(&long), "Retry-After is capped: {long}");
+        }
+        assert_eq!(backoff(&RetryPolicy { base_ms: 0, ..p }, 1, None), Duration::ZERO);
+    }
+
+    #[test]
+    fn secrets_are_never_debug_printed() {
+        let s = Secret::new("sk-very-secret".into());
+        assert!(!format!("{s:?}").contains("very"));
+    }
+
+    #[test]
+    fn server_messages_come_from_the_error_object() {
+        assert_eq!(server_message(r#"{"error": {"message": "Invalid model", "type": "invalid_request_error"}}"#), "Invalid model (invalid_request_error)");
+        assert_eq!(server_message(""), "(empty body)");
+        assert!(server_message("<html>bad gateway</html>").contains("bad gateway"));
+    }
+}

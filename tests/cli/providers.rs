@@ -1,0 +1,611 @@
+//! The HTTP providers end to end: the real `hcbench` binary against a loopback server that
+//! speaks Chat Completions and Responses with scripted replies and injected faults, and (when
+//! `HCBENCH_LOCAL_LLM_URL` is set) against a real small model behind llama-server.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::run::{by_cell, Scratch, GOOD_CASE, GOOD_ORACLE};
+use crate::{tree_hashes, Output, Test};
+
+/// The key `Test` puts in the environment of every hcbench it starts.
+const CANARY: &str = "sk-canary-never-leaks";
+
+/// What the loopback server does with one request.
+#[derive(Clone)]
+enum Reply {
+    Json { status: u16, body: String, headers: Vec<(String, String)>, delay_ms: u64 },
+    /// Close the connection without answering: a connection reset as the client sees it.
+    Hangup,
+}
+
+fn ok(body: Value) -> Reply {
+    Reply::Json { status: 200, body: body.to_string(), headers: Vec::new(), delay_ms: 0 }
+}
+
+fn status(code: u16, body: &str) -> Reply {
+    Reply::Json { status: code, body: body.to_string(), headers: Vec::new(), delay_ms: 0 }
+}
+
+fn with_header(reply: Reply, name: &str, value: &str) -> Reply {
+    match reply {
+        Reply::Json { status, body, mut headers, delay_ms } => {
+            headers.push((name.into(), value.into()));
+            Reply::Json { status, body, headers, delay_ms }
+        }
+        r => r,
+    }
+}
+
+fn slow(reply: Reply, delay_ms: u64) -> Reply {
+    match reply {
+        Reply::Json { status, body, headers, .. } => Reply::Json { status, body, headers, delay_ms },
+        r => r,
+    }
+}
+
+/// A Chat Completions reply with text content.
+fn chat(content: &str, finish_reason: &str, usage: (u64, u64)) -> Reply {
+    ok(json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1, "total_tokens": usage.0 + usage.1}
+    }))
+}
+
+/// A Chat Completions reply with one native tool call whose arguments are a JSON string.
+fn chat_tool_call(name: &str, arguments: &str) -> Reply {
+    ok(json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5}
+    }))
+}
+
+/// A Responses reply with one message item.
+fn responses_text(text: &str) -> Reply {
+    ok(json!({
+        "id": "resp_1", "object": "response", "status": "completed",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        ],
+        "usage": {"input_tokens": 300, "output_tokens": 40, "total_tokens": 340}
+    }))
+}
+
+/// A Responses reply with one function_call item.
+fn responses_call(name: &str, arguments: &str) -> Reply {
+    ok(json!({
+        "id": "resp_2", "object": "response", "status": "completed",
+        "output": [{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": arguments}],
+        "usage": {"input_tokens": 310, "output_tokens": 12}
+    }))
+}
+
+const EDIT: &str = r#"{"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a + b"}}"#;
+const FINISH: &str = r#"{"tool": "finish", "args": {"answer": "fixed add"}}"#;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 server on 127.0.0.1: one thread per connection, one request per
+/// connection (`Connection: close`), replies taken from a queue in arrival order and a default
+/// once the queue is empty.
+struct MockServer {
+    port: u16,
+    state: Arc<ServerState>,
+}
+
+struct ServerState {
+    replies: Mutex<VecDeque<Reply>>,
+    default: Mutex<Reply>,
+    seen: Mutex<Vec<Seen>>,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl MockServer {
+    fn start(replies: Vec<Reply>, default: Reply) -> MockServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(ServerState {
+            replies: Mutex::new(replies.into()),
+            default: Mutex::new(default),
+            seen: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        });
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let st = st.clone();
+                std::thread::spawn(move || serve(stream, &st));
+            }
+        });
+        MockServer { port, state }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, st: &ServerState) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() || request_line.is_empty() {
+        return;
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+            if k == "content-length" {
+                length = v.parse().unwrap_or(0);
+            }
+            headers.push((k, v));
+        }
+    }
+    let mut body = vec![0u8; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let n = st.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    st.peak.fetch_max(n, Ordering::SeqCst);
+    st.seen.lock().unwrap().push(Seen { path, headers, body: serde_json::from_slice(&body).unwrap_or(Value::Null) });
+    let reply = st.replies.lock().unwrap().pop_front().unwrap_or_else(|| st.default.lock().unwrap().clone());
+    let mut stream = stream;
+    match reply {
+        Reply::Hangup => {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        Reply::Json { status, body, headers, delay_ms } => {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            let mut head = format!(
+                "HTTP/1.1 {status} Mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body.as_bytes());
+            let _ = stream.flush();
+        }
+    }
+    st.in_flight.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A scratch project with the `good` case and a models.toml holding `profile` (TOML body).
+fn project(profile_toml: &str) -> (Scratch, std::path::PathBuf) {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    let models = s.path().join("models.toml");
+    std::fs::write(&models, profile_toml).unwrap();
+    (s, models)
+}
+
+fn profile(name: &str, provider: &str, server: &MockServer, extra: &str) -> String {
+    format!(
+        "[{name}]\nprovider = \"{provider}\"\nmodel = \"mock-model\"\nbase_url = \"{}\"\napi_key_env = \"HCBENCH_TEST_API_KEY\"\n\
+         timeout_s = 5\nmax_output_tokens = 512\nretry_base_ms = 1\nretry_max_ms = 20\n\
+         input_price_per_mtok = 0.5\noutput_price_per_mtok = 2.0\n{extra}\n",
+        server.base_url()
+    )
+}
+
+fn run(s: &Scratch, models: &Path, profile: &str) -> (Output, std::path::PathBuf) {
+    let run_dir = s.path().join(format!("run-{profile}-{}", std::process::id()));
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--jobs", "1", "--profile", profile, "--models"])
+        .arg_path(models)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run();
+    (out, run_dir)
+}
+
+/// The events of a cell's trace, each as one flat object: envelope fields and the payload's
+/// fields side by side (the payload may be nested under `data`).
+fn events(run_dir: &Path, cell: &str) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("cells").join(cell).join("trace.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut e: Value = serde_json::from_str(l).unwrap();
+            if let Some(Value::Object(data)) = e.as_object_mut().and_then(|m| m.remove("data")) {
+                e.as_object_mut().unwrap().extend(data);
+            }
+            e
+        })
+        .collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The canary key appears in no file under `dir` and not in the command's output.
+fn assert_no_canary(dir: &Path, out: &Output) {
+    for (path, _) in tree_hashes(dir) {
+        let bytes = std::fs::read(dir.join(&path)).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&bytes).contains(CANARY), "the API key leaked into {path}");
+    }
+    assert!(!out.stdout.contains(CANARY) && !out.stderr.contains(CANARY), "the API key leaked into the output");
+}
+
+#[test]
+fn chat_faults_and_noise_are_retried_or_tolerated_and_the_cell_passes() {
+    let server = MockServer::start(
+        vec![
+            with_header(status(429, r#"{"error": {"message": "slow down", "type": "rate_limit"}}"#), "Retry-After", "1"),
+            status(503, r#"{"error": {"message": "overloaded"}}"#),
+            chat(&format!("I will fix the subtraction.\n{EDIT}\nThat should do it."), "stop", (1000, 30)),
+            chat(r#"{"tool": "run_tests", "args": {}}{"tool": "finish", "args": {}}"#, "stop", (1200, 20)),
+            chat_tool_call("finish", r#"{"answer": "fixed add"}"#),
+        ],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("mock", "openai-chat", &server, ""));
+    let (out, run_dir) = run(&s, &models, "mock");
+    let out = out.code(0);
+    let cell = &by_cell(&out.json())["good__mock"];
+    assert_eq!(cell["outcome"], "passed", "{}", cell["reason"]);
+    assert_eq!(cell["provider"], "openai-chat");
+    assert_eq!(cell["model_retries"], 2);
+    assert_eq!(cell["input_tokens"], 1000 + 1200 + 50);
+    assert_eq!(cell["output_tokens"], 30 + 20 + 5);
+
+    let ev = events(&run_dir, "good__mock");
+    let started = &of_kind(&ev, "run_started")[0]["model"];
+    assert_eq!(started["provider"], "openai-chat");
+    assert_eq!(started["model"], "mock-model");
+    assert_eq!(started["base_url"], format!("{}/v1", server.base_url()));
+    assert_eq!(started["input_price_per_mtok"], 0.5);
+    let retries = of_kind(&ev, "model_retry");
+    assert_eq!(retries[0]["cause"], "http_429");
+    assert!(retries[0]["delay_ms"].as_u64().unwrap() >= 1000, "Retry-After: 1 is honoured: {}", retries[0]);
+    assert_eq!(retries[1]["cause"], "http_503");
+    assert!(retries[1]["delay_ms"].as_u64().unwrap() <= 20, "backoff is capped by retry_max_ms");
+    let tools: Vec<&str> = of_kind(&ev, "model_action").iter().map(|a| a["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["edit_file", "run_tests", "finish"], "prose and a second object are ignored");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 5);
+    let first = &seen[0];
+    assert_eq!(first.path, "/v1/chat/completions", "base_url without /v1 gets exactly one");
+    assert_eq!(first.header("authorization"), Some(format!("Bearer {CANARY}").as_str()));
+    assert!(first.header("user-agent").unwrap().starts_with("hcbench/"));
+    assert_eq!(first.body["model"], "mock-model");
+    assert_eq!(first.body["messages"][0]["role"], "system");
+    assert!(first.body["messages"][1]["content"].as_str().unwrap().contains("fix add"), "the task reaches the model");
+    assert_eq!(first.body["response_format"]["type"], "json_schema");
+    assert_eq!(first.body["max_tokens"], 512);
+    assert_no_canary(&run_dir, &out);
+}
+
+#[test]
+fn responses_api_with_reasoning_effort_fenced_json_and_function_calls() {
+    let server = MockServer::start(
+        vec![
+            responses_text(&format!("Here is my action:\n```json\n{EDIT}\n```")),
+            responses_call("finish", r#"{"answer": "done"}"#),
+        ],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("gpt", "openai-responses", &server, "reasoning_effort = \"low\""));
+    let (out, run_dir) = run(&s, &models, "gpt");
+    let out = out.code(0);
+    let cell = &by_cell(&out.json())["good__gpt"];
+    assert_eq!(cell["outcome"], "passed", "{}", cell["reason"]);
+    assert_eq!(cell["input_tokens"], 610);
+    assert_eq!(cell["output_tokens"], 52);
+    let ev = events(&run_dir, "good__gpt");
+    assert_eq!(of_kind(&ev, "run_started")[0]["model"]["reasoning_effort"], "low");
+    assert_eq!(of_kind(&ev, "run_started")[0]["model"]["provider"], "openai-responses");
+    let seen = server.seen();
+    assert_eq!(seen[0].path, "/v1/responses");
+    assert_eq!(seen[0].body["reasoning"]["effort"], "low");
+    assert_eq!(seen[0].body["text"]["format"]["type"], "json_schema");
+    assert_eq!(seen[0].body["max_output_tokens"], 512);
+    assert_eq!(seen[0].body["store"], false);
+    assert!(seen[0].body["instructions"].as_str().unwrap().contains("JSON"));
+    assert_no_canary(&run_dir, &out);
+}
+
+#[test]
+fn truncated_and_unparsable_replies_are_model_errors_and_the_loop_goes_on() {
+    let server = MockServer::start(
+        vec![
+            // Cut off by max tokens in the middle of the JSON.
+            chat(r#"{"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a +"#, "length", (900, 512)),
+            chat("I believe the bug is in calc.py, let me think about it.", "stop", (950, 15)),
+            // Arguments encoded as a string, tool and argument aliases.
+            chat(r#"{"name": "edit", "arguments": "{\"file\": \"calc.py\", \"old_str\": \"a - b\", \"new_str\": \"a + b\"}"}"#, "stop", (1000, 25)),
+            chat(FINISH, "stop", (1100, 10)),
+        ],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("mock", "openai-chat", &server, ""));
+    let (out, run_dir) = run(&s, &models, "mock");
+    let out = out.code(0);
+    let cell = &by_cell(&out.json())["good__mock"];
+    assert_eq!(cell["outcome"], "passed", "{}", cell["reason"]);
+    assert_eq!(cell["model_errors"], 2);
+    assert_eq!(cell["input_tokens"], 900 + 950 + 1000 + 1100, "failed replies were paid for and are counted");
+    let ev = events(&run_dir, "good__mock");
+    let errors: Vec<&str> = of_kind(&ev, "model_error").iter().map(|e| e["error_kind"].as_str().unwrap()).collect();
+    assert_eq!(errors, ["truncated", "parse"]);
+    assert_eq!(of_kind(&ev, "model_error")[0]["usage"]["output_tokens"], 512);
+    // The model was told what went wrong.
+    let third = &server.seen()[2].body["messages"][1]["content"];
+    assert!(third.as_str().unwrap().contains("could not parse"), "{third}");
+}
+
+#[test]
+fn exhausted_retries_end_the_cell_as_provider_error_not_as_a_failure() {
+    let server = MockServer::start(
+        vec![slow(chat(FINISH, "stop", (1, 1)), 3000), Reply::Hangup, status(502, "<html>bad gateway</html>")],
+        status(503, r#"{"error": {"message": "overloaded"}}"#),
+    );
+    let (s, models) = project(&profile("mock", "openai-chat", &server, "max_retries = 3").replace("timeout_s = 5", "timeout_s = 0.5"));
+    let (out, run_dir) = run(&s, &models, "mock");
+    let out = out.code(1);
+    let cell = &by_cell(&out.json())["good__mock"];
+    assert_eq!(cell["outcome"], "provider_error");
+    assert_eq!(cell["tests_passed"], Value::Null, "a provider failure is not judged as the agent's work");
+    let ev = events(&run_dir, "good__mock");
+    let causes: Vec<&str> = of_kind(&ev, "model_retry").iter().map(|r| r["cause"].as_str().unwrap()).collect();
+    assert_eq!(causes, ["timeout", "connection", "http_502"]);
+    let error = &of_kind(&ev, "model_error")[0];
+    assert_eq!(error["error_kind"], "provider");
+    assert!(error["message"].as_str().unwrap().contains("gave up after 4 attempts"), "{}", error["message"]);
+    assert!(error["message"].as_str().unwrap().contains("HTTP 503"), "{}", error["message"]);
+    assert_eq!(server.seen().len(), 4);
+}
+
+#[test]
+fn client_errors_are_not_retried_and_an_echoed_key_is_redacted() {
+    let server = MockServer::start(
+        vec![status(401, &format!(r#"{{"error": {{"message": "Incorrect API key provided: {CANARY}", "code": "invalid_api_key"}}}}"#))],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("mock", "openai-chat", &server, ""));
+    let (out, run_dir) = run(&s, &models, "mock");
+    let out = out.code(1);
+    let cell = &by_cell(&out.json())["good__mock"];
+    assert_eq!(cell["outcome"], "provider_error");
+    assert_eq!(cell["model_retries"], 0);
+    assert!(cell["reason"].as_str().unwrap().contains("HTTP 401"), "{}", cell["reason"]);
+    assert!(cell["reason"].as_str().unwrap().contains("[redacted]"), "{}", cell["reason"]);
+    assert_eq!(server.seen().len(), 1);
+    assert_no_canary(&run_dir, &out);
+}
+
+#[test]
+fn configuration_mistakes_exit_2_before_any_request() {
+    let server = MockServer::start(vec![], chat(FINISH, "stop", (1, 1)));
+    let (s, models) = project(&profile("mock", "openai-chat", &server, "").replace("HCBENCH_TEST_API_KEY", "HCBENCH_NO_SUCH_KEY"));
+    let (out, _) = run(&s, &models, "mock");
+    out.code(2).stderr_has("HCBENCH_NO_SUCH_KEY").stderr_has("profile `mock`");
+
+    std::fs::write(&models, profile("mock", "openai-chat", &server, "reasoning_effort = \"high\"")).unwrap();
+    let (out, _) = run(&s, &models, "mock");
+    out.code(2).stderr_has("profile `mock`: field `reasoning_effort`");
+
+    std::fs::write(&models, profile("mock", "openai-chat", &server, "max_tokens = 10")).unwrap();
+    let (out, _) = run(&s, &models, "mock");
+    out.code(2).stderr_has("models.toml: profile `mock`: unknown key `max_tokens`");
+
+    std::fs::write(&models, profile("mock", "openai-chat", &server, "").replace("model = \"mock-model\"\n", "")).unwrap();
+    let (out, _) = run(&s, &models, "mock");
+    out.code(2).stderr_has("field `model`: is missing");
+
+    let (out, _) = run(&s, &s.path().join("missing.toml"), "mock");
+    out.code(2).stderr_has("missing.toml");
+    assert!(server.seen().is_empty(), "nothing reached the server");
+    assert!(!s.path().join("workspace").exists(), "nothing was written");
+}
+
+#[test]
+fn native_tool_calls_send_tool_definitions() {
+    let server = MockServer::start(
+        vec![
+            chat_tool_call("edit_file", r#"{"path": "calc.py", "old": "a - b", "new": "a + b"}"#),
+            chat_tool_call("finish", "{}"),
+        ],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("tools", "openai-chat", &server, "native_tools = true"));
+    let (out, _) = run(&s, &models, "tools");
+    let cell = &by_cell(&out.code(0).json())["good__tools"];
+    assert_eq!(cell["outcome"], "passed");
+    let body = &server.seen()[0].body;
+    assert_eq!(body["tool_choice"], "required");
+    let names: Vec<&str> = body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"edit_file") && names.contains(&"finish"), "{names:?}");
+    assert!(body.get("response_format").is_none());
+}
+
+#[test]
+fn the_response_cache_replays_a_recorded_run_offline() {
+    let server = MockServer::start(vec![chat(EDIT, "stop", (700, 20)), chat(FINISH, "stop", (800, 10))], status(500, "{}"));
+    let (s, models) = project(&profile("cached", "openai-chat", &server, "cache = \"read-write\""));
+    let (first, first_dir) = run(&s, &models, "cached");
+    let first = first.code(0);
+    assert_eq!(server.seen().len(), 2);
+    let cache_dir = s.path().join("workspace/cache/cached");
+    assert_eq!(std::fs::read_dir(&cache_dir).unwrap().count(), 2, "one entry per request");
+    for entry in std::fs::read_dir(&cache_dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!text.contains(CANARY) && !text.to_ascii_lowercase().contains("authorization"));
+    }
+    assert_no_canary(s.path(), &first);
+
+    // Offline: the server is pointed at a closed port; replay-only must not need it.
+    let offline = std::fs::read_to_string(&models).unwrap().replace(&server.base_url(), "http://127.0.0.1:9");
+    std::fs::write(&models, offline).unwrap();
+    let second_dir = s.path().join("run-replay");
+    let second = Test::new()
+        .root(s.path())
+        .env("HCBENCH_CACHE", "replay-only")
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--profile", "cached", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&second_dir)
+        .run()
+        .code(0);
+    assert_eq!(by_cell(&second.json())["good__cached"]["outcome"], "passed");
+    let strip = |events: Vec<Value>| -> Vec<Value> {
+        events
+            .into_iter()
+            .filter(|e| e["kind"] == "model_action" || e["kind"] == "context_packed")
+            .map(|mut e| {
+                for k in ["ts", "run_id"] {
+                    e.as_object_mut().unwrap().remove(k);
+                }
+                e
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(events(&first_dir, "good__cached")),
+        strip(events(&second_dir, "good__cached")),
+        "a replayed run shows the model the same context and records the same actions, usage and latency"
+    );
+
+    // A request that was never recorded is a clear error, not a silent network call.
+    let changed = std::fs::read_to_string(&models).unwrap().replace("max_output_tokens = 512", "max_output_tokens = 100");
+    std::fs::write(&models, changed).unwrap();
+    let third = Test::new()
+        .root(s.path())
+        .env("HCBENCH_CACHE", "replay-only")
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--profile", "cached", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&s.path().join("run-miss"))
+        .run()
+        .code(1);
+    let cell = &by_cell(&third.json())["good__cached"];
+    assert_eq!(cell["outcome"], "provider_error");
+    assert!(cell["reason"].as_str().unwrap().contains("cache miss in replay-only mode"), "{}", cell["reason"]);
+}
+
+#[test]
+fn max_concurrency_is_shared_by_every_cell_of_the_profile() {
+    let server = MockServer::start(vec![], slow(chat(FINISH, "stop", (10, 1)), 150));
+    let s = Scratch::new();
+    for id in ["c1", "c2", "c3", "c4"] {
+        s.case(id, &GOOD_CASE.replace("id: good", &format!("id: {id}")), GOOD_ORACLE);
+    }
+    let models = s.path().join("models.toml");
+    std::fs::write(&models, profile("one", "openai-chat", &server, "max_concurrency = 1")).unwrap();
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--jobs", "4", "--profile", "one", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&s.path().join("run"))
+        .run()
+        .code(1);
+    let cells = by_cell(&out.json());
+    assert_eq!(cells.len(), 4);
+    assert!(cells.values().all(|c| c["outcome"] == "failed"), "finishing without a fix is a valid negative verdict");
+    assert_eq!(server.seen().len(), 4);
+    assert_eq!(server.state.peak.load(Ordering::SeqCst), 1, "four cells in parallel, one request in flight at a time");
+}
+
+/// A real model behind llama-server (`../shared/tools/local-llm start`), through both APIs, in
+/// one matrix with the oracle as the control arm. Skipped unless HCBENCH_LOCAL_LLM_URL is set
+/// (`.ci/run` sets it after starting the server). The model is tiny and mostly fails; what is
+/// checked is that hcbench handles a real server and a real, noisy model: every cell ends with
+/// a classified outcome, and the traces carry model metadata and token usage.
+#[test]
+fn local_model_end_to_end_on_the_smoke_suite() {
+    let Ok(url) = std::env::var("HCBENCH_LOCAL_LLM_URL") else {
+        eprintln!("skipped: set HCBENCH_LOCAL_LLM_URL (e.g. after `../shared/tools/local-llm start`) to run this test");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let started = std::time::Instant::now();
+    let out = Test::new()
+        .env("HCBENCH_LOCAL_LLM_URL", &url)
+        .args(&["matrix", "--suite", "smoke", "--profiles", "oracle,local,local-responses", "--jobs", "4", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let results = std::fs::read_to_string(run_dir.join("results.jsonl")).unwrap();
+    let cells: Vec<Value> = results.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(cells.len(), 15, "5 smoke cases x 3 profiles");
+    for profile in ["oracle", "local", "local-responses"] {
+        let mut tokens = 0;
+        for cell in cells.iter().filter(|c| c["profile"] == profile) {
+            let id = cell["cell_id"].as_str().unwrap();
+            let outcome = cell["outcome"].as_str().unwrap_or("incomplete");
+            assert!(
+                ["passed", "failed", "provider_error", "timeout"].contains(&outcome),
+                "{id}: `{outcome}` is not a valid classified outcome: {}",
+                cell["reason"]
+            );
+            let ev = events(&run_dir, id);
+            let model = &of_kind(&ev, "run_started")[0]["model"];
+            tokens += cell["input_tokens"].as_u64().unwrap() + cell["output_tokens"].as_u64().unwrap();
+            eprintln!(
+                "{id}: {outcome} after {} steps ({} model errors, {} retries, {} in / {} out tokens): {}",
+                cell["steps"], cell["model_errors"], cell["model_retries"], cell["input_tokens"], cell["output_tokens"], cell["reason"]
+            );
+            if profile == "oracle" {
+                assert_eq!(outcome, "passed", "{id}: the control arm passes");
+                continue;
+            }
+            assert_eq!(model["provider"], if profile == "local" { "openai-chat" } else { "openai-responses" });
+            assert_eq!(model["model"], "smollm2");
+            let server = url.trim_end_matches('/').trim_end_matches("/v1");
+            assert!(model["base_url"].as_str().unwrap().starts_with(server), "{model}");
+            assert!(!of_kind(&ev, "model_action").is_empty() || !of_kind(&ev, "model_error").is_empty(), "{id}: the model was asked");
+        }
+        if profile != "oracle" {
+            assert!(tokens > 0, "{profile}: the traces carry token usage from the real server");
+        }
+    }
+    assert_no_canary(&run_dir, &out);
+    eprintln!("local model smoke matrix in {:.0?}", started.elapsed());
+}
