@@ -14,6 +14,9 @@ pub struct Cli {
     /// Project root holding benchmarks/, fixtures/, suites/ and workspace/.
     #[arg(long, global = true, env = "HCBENCH_ROOT", default_value = ".")]
     pub root: PathBuf,
+    /// Agent spec directory (default: <root>/agent when it exists, else the embedded default).
+    #[arg(long, global = true, env = "HCBENCH_AGENT")]
+    pub agent: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -22,12 +25,20 @@ pub struct Cli {
 pub enum Command {
     /// Run a benchmark's cases with one profile and print a table of outcomes.
     Run(RunArgs),
+    /// Run cases x profiles x epochs in parallel and write comparison reports.
+    Matrix(MatrixArgs),
+    /// Re-render every report of a run directory from its traces alone.
+    Report(ReportArgs),
     /// Rebuild summaries from a trace.jsonl or a run directory, without running anything.
     Replay(ReplayArgs),
     /// List a benchmark's cases with category, split and fixture size.
     List(ListArgs),
-    /// Prove every case sound: baseline fails, oracle passes twice, nop and tamper agents fail.
+    /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (policy) violator agents fail.
     Validate(ValidateArgs),
+    /// The optimization loop's commit gate: file guard, regression suite, full benchmark, promotion (exit 0 commit, 1 revert).
+    Gate(GateArgs),
+    /// Append the last passing gate's numbers for the committed candidate to workspace/results.tsv.
+    Record(RecordArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -50,12 +61,15 @@ pub struct Selection {
 pub struct RunArgs {
     #[command(flatten)]
     pub selection: Selection,
-    /// Profile: `oracle` (built in) or `scripted` (needs --script).
+    /// Profile: `oracle`, `nop`, `scripted:PATH`, or `scripted` with --script.
     #[arg(long, default_value = "oracle")]
     pub profile: String,
     /// Action script for the scripted profile (YAML or JSON).
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long, value_name = "PATH")]
+    pub models: Option<PathBuf>,
     /// Cells running at once (default: number of cores).
     #[arg(long, short)]
     pub jobs: Option<usize>,
@@ -65,6 +79,45 @@ pub struct RunArgs {
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Comma-separated profiles, e.g. `oracle,gpt,deepseek` (built in: oracle, nop, scripted:PATH).
+    #[arg(long, value_delimiter = ',', default_value = "oracle")]
+    pub profiles: Vec<String>,
+    /// Times each case runs per profile (pass@k and pass^k use k = epochs).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub epochs: u32,
+    /// Cells running at once (default: number of cores).
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+    /// Run directory (default: workspace/runs/<run-id>).
+    #[arg(long, conflicts_with = "resume")]
+    pub out: Option<PathBuf>,
+    /// Finish an interrupted run: keep cells with a complete trace, run the rest again.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run directory written by `run` or `matrix`.
+    pub run_dir: PathBuf,
+    /// What to print; every format is written to RUN_DIR/reports/ regardless.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Json,
+    Md,
 }
 
 #[derive(Debug, Args)]
@@ -99,5 +152,50 @@ pub struct ValidateArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Experiment config (default: <root>/experiment_config.yaml; every default applies when it is absent).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Cells running at once (default: `jobs` in the config, else the number of cores).
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long, value_name = "PATH")]
+    pub models: Option<PathBuf>,
+    /// Seconds to wait when another gate or record holds the workspace lock (default: fail at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub wait: f64,
+    /// A gate state file a human changed on purpose (e.g. workspace/suite.json): record its current content as legitimate, then run the gate. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub accept_state_change: Vec<String>,
+    /// `text`: `[gate] Step N` lines on stdout; `json`: one JSON object on stdout, the lines on stderr.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: GateFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Experiment config (default: <root>/experiment_config.yaml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Seconds to wait when another gate or record holds the workspace lock (default: fail at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub wait: f64,
+    /// Record even though commits since the last recorded one touch files outside the allowlist
+    /// (for a human who changed the project on purpose; logged in workspace/.gate-state.json).
+    #[arg(long)]
+    pub accept_history: bool,
+    /// `text`: a `[record]` line; `json`: one object with the row, or the reasons it was refused.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: GateFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GateFormat {
+    Text,
     Json,
 }

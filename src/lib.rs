@@ -8,11 +8,13 @@
 //! through [`engine::EngineSink`].
 
 pub mod agent;
+pub mod aggregate;
 pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod exit;
+pub mod gate;
 pub mod model;
 pub mod process;
 pub mod replay;

@@ -1,0 +1,417 @@
+//! The git side of the gate, read-only and in-process through git2 (never a `git` child).
+//!
+//! It answers four questions: what changed against HEAD (the file guard), which allowlisted
+//! files make up the candidate (the pending record's binding), what HEAD's allowlisted files
+//! were (paired mode runs them; `record` compares them with the binding), and what every commit
+//! since the last recorded one touched (`record`'s history guard). Paths are `/`-separated;
+//! git reports them relative to the repository's work tree, the gate relative to the project
+//! root, which may be a folder inside the repository ([`Git::root_rel`] converts).
+//!
+//! Nothing here writes to the repository: blob ids of working-tree files are computed with
+//! `Oid::hash_*`, which hashes without storing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use git2::{ErrorCode, ObjectType, Oid, Repository, Status, StatusOptions, TreeWalkMode, TreeWalkResult};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("reading the git repository at {workdir}: {source}")]
+    Git { workdir: PathBuf, source: git2::Error },
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// An open repository whose work tree contains the project root.
+pub(crate) struct Git {
+    repo: Repository,
+    workdir: PathBuf,
+    /// The project root relative to the work tree, with a trailing `/` (empty when equal).
+    prefix: String,
+}
+
+/// How a path differs from HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ChangeKind {
+    /// Tracked at HEAD, and the index or the working tree differs.
+    Tracked,
+    /// Added to the index, not in HEAD.
+    StagedNew,
+    /// Not tracked and not ignored.
+    Untracked,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Change {
+    /// Relative to the repository's work tree.
+    pub path: String,
+    pub kind: ChangeKind,
+    /// "modified", "deleted", "staged", "staged and modified", "untracked", ...
+    pub detail: String,
+}
+
+impl Change {
+    /// The command that puts this path back as HEAD has it.
+    pub(crate) fn revert_hint(&self) -> String {
+        let p = shell_quote(&self.path);
+        match self.kind {
+            ChangeKind::Tracked => format!("git checkout HEAD -- {p}"),
+            ChangeKind::StagedNew => format!("git rm --cached -- {p} && rm {p}"),
+            ChangeKind::Untracked => format!("rm {p}"),
+        }
+    }
+}
+
+/// One commit and the paths it changed against its first parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CommitChanges {
+    pub id: String,
+    pub summary: String,
+    /// Relative to the repository's work tree.
+    pub paths: Vec<String>,
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./+@%=:,".contains(c)) { s.to_string() } else { format!("'{}'", s.replace('\'', "'\\''")) }
+}
+
+impl Git {
+    /// Opens the repository containing `root`; None when `root` is not inside a work tree.
+    pub(crate) fn open(root: &Path) -> Result<Option<Git>, GitError> {
+        let root = root.canonicalize().map_err(|source| GitError::Io { path: root.to_path_buf(), source })?;
+        let repo = match Repository::discover(&root) {
+            Ok(r) => r,
+            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
+            Err(source) => return Err(GitError::Git { workdir: root, source }),
+        };
+        let Some(workdir) = repo.workdir() else { return Ok(None) };
+        let workdir = workdir.canonicalize().map_err(|source| GitError::Io { path: workdir.to_path_buf(), source })?;
+        let prefix = match root.strip_prefix(&workdir) {
+            Ok(rel) if rel.as_os_str().is_empty() => String::new(),
+            Ok(rel) => format!("{}/", rel.to_string_lossy()),
+            Err(_) => return Ok(None),
+        };
+        Ok(Some(Git { repo, workdir, prefix }))
+    }
+
+    fn err(&self) -> impl Fn(git2::Error) -> GitError + '_ {
+        move |source| GitError::Git { workdir: self.workdir.clone(), source }
+    }
+
+    pub(crate) fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// True when the project root is the work tree itself (paths print the same either way).
+    pub(crate) fn root_is_workdir(&self) -> bool {
+        self.prefix.is_empty()
+    }
+
+    /// The commit HEAD points at; None for a repository without commits.
+    pub(crate) fn head(&self) -> Result<Option<Oid>, GitError> {
+        match self.repo.head() {
+            Ok(r) => Ok(Some(r.peel_to_commit().map_err(self.err())?.id())),
+            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(self.err()(e)),
+        }
+    }
+
+    /// A commit named by a full or abbreviated id; None when there is no such commit.
+    pub(crate) fn resolve(&self, spec: &str) -> Option<Oid> {
+        self.repo.revparse_single(spec).ok()?.peel_to_commit().ok().map(|c| c.id())
+    }
+
+    /// True when `ancestor` is `of` or one of its ancestors.
+    pub(crate) fn is_ancestor(&self, ancestor: Oid, of: Oid) -> Result<bool, GitError> {
+        Ok(ancestor == of || self.repo.graph_descendant_of(of, ancestor).map_err(self.err())?)
+    }
+
+    /// A work-tree path relative to the project root; None when it lies outside the root.
+    pub(crate) fn root_rel(&self, repo_path: &str) -> Option<String> {
+        repo_path.strip_prefix(self.prefix.as_str()).map(str::to_string)
+    }
+
+    /// Tracked paths whose index or working-tree content differs from HEAD, and untracked paths
+    /// that are not ignored. A change staged and then undone in the working tree still shows:
+    /// the index differs from HEAD.
+    pub(crate) fn changes(&self) -> Result<Vec<Change>, GitError> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .renames_head_to_index(false)
+            .renames_index_to_workdir(false)
+            .exclude_submodules(false);
+        let statuses = self.repo.statuses(Some(&mut opts)).map_err(self.err())?;
+        let mut out = Vec::new();
+        for entry in statuses.iter() {
+            let s = entry.status();
+            if s.is_empty() || s.contains(Status::IGNORED) || s == Status::CURRENT {
+                continue;
+            }
+            let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+            let staged = s.intersects(Status::INDEX_MODIFIED | Status::INDEX_DELETED | Status::INDEX_RENAMED | Status::INDEX_TYPECHANGE);
+            let (kind, detail) = if s.contains(Status::INDEX_NEW) {
+                (ChangeKind::StagedNew, "new, staged".to_string())
+            } else if s.contains(Status::WT_NEW) {
+                (ChangeKind::Untracked, "untracked".to_string())
+            } else {
+                let wt = if s.contains(Status::WT_DELETED) {
+                    Some("deleted")
+                } else if s.intersects(Status::WT_MODIFIED | Status::WT_TYPECHANGE | Status::WT_RENAMED) {
+                    Some("modified")
+                } else {
+                    None
+                };
+                let what = if s.contains(Status::INDEX_DELETED) { "deletion staged" } else { "staged" };
+                let detail = match (staged, wt, s.contains(Status::CONFLICTED)) {
+                    (_, _, true) => "conflicted".to_string(),
+                    (true, Some(w), _) => format!("{what}, then {w} in the working tree"),
+                    (true, None, _) => what.to_string(),
+                    (false, Some(w), _) => w.to_string(),
+                    (false, None, _) => "changed".to_string(),
+                };
+                (ChangeKind::Tracked, detail)
+            };
+            out.push(Change { path, kind, detail });
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// The candidate: every file in the working tree that git would commit with `git add -A`
+    /// (tracked, or untracked and not ignored) and that `wanted` accepts, as root-relative path
+    /// -> blob id of its current content.
+    pub(crate) fn candidate_files(&self, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+        let mut paths: BTreeSet<String> = BTreeSet::new();
+        let index = self.repo.index().map_err(self.err())?;
+        for e in index.iter() {
+            paths.insert(String::from_utf8_lossy(&e.path).into_owned());
+        }
+        for c in self.changes()? {
+            if c.kind == ChangeKind::Untracked {
+                paths.insert(c.path);
+            }
+        }
+        let mut out = BTreeMap::new();
+        for repo_path in paths {
+            let Some(rel) = self.root_rel(&repo_path) else { continue };
+            if !wanted(&rel) {
+                continue;
+            }
+            let abs = self.workdir.join(&repo_path);
+            match blob_id(&abs) {
+                Ok(Some(id)) => {
+                    out.insert(rel, id);
+                }
+                Ok(None) => {}
+                Err(source) => return Err(GitError::Io { path: abs, source }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The files of `commit` that `wanted` accepts: root-relative path -> blob id.
+    pub(crate) fn files_at(&self, commit: Oid, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+        let tree = self.repo.find_commit(commit).and_then(|c| c.tree()).map_err(self.err())?;
+        let mut out = BTreeMap::new();
+        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() == Some(ObjectType::Blob) {
+                let repo_path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+                if let Some(rel) = self.root_rel(&repo_path)
+                    && wanted(&rel)
+                {
+                    out.insert(rel, entry.id().to_string());
+                }
+            }
+            TreeWalkResult::Ok
+        })
+        .map_err(self.err())?;
+        Ok(out)
+    }
+
+    /// Writes the files of `commit` that `wanted` accepts under `dest`, laid out as in the
+    /// project root. Returns how many were written.
+    pub(crate) fn extract(&self, commit: Oid, wanted: &dyn Fn(&str) -> bool, dest: &Path) -> Result<usize, GitError> {
+        let files = self.files_at(commit, wanted)?;
+        let tree = self.repo.find_commit(commit).and_then(|c| c.tree()).map_err(self.err())?;
+        for rel in files.keys() {
+            let entry = tree.get_path(Path::new(&format!("{}{rel}", self.prefix))).map_err(self.err())?;
+            let blob = self.repo.find_blob(entry.id()).map_err(self.err())?;
+            let path = dest.join(rel);
+            let io_err = |source| GitError::Io { path: path.clone(), source };
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io_err)?;
+            }
+            if entry.filemode() == 0o120000 {
+                let target = String::from_utf8_lossy(blob.content()).into_owned();
+                std::os::unix::fs::symlink(target, &path).map_err(io_err)?;
+            } else {
+                std::fs::write(&path, blob.content()).map_err(io_err)?;
+            }
+        }
+        Ok(files.len())
+    }
+
+    /// Every commit reachable from `head` but not from `base` (all of them when `base` is
+    /// None), newest first, with the paths each changed against its first parent (a root
+    /// commit: everything it holds).
+    pub(crate) fn commits_since(&self, base: Option<Oid>, head: Oid) -> Result<Vec<CommitChanges>, GitError> {
+        let mut walk = self.repo.revwalk().map_err(self.err())?;
+        walk.push(head).map_err(self.err())?;
+        if let Some(b) = base {
+            walk.hide(b).map_err(self.err())?;
+        }
+        let mut out = Vec::new();
+        for id in walk {
+            let id = id.map_err(self.err())?;
+            let commit = self.repo.find_commit(id).map_err(self.err())?;
+            let tree = commit.tree().map_err(self.err())?;
+            let parent_tree = match commit.parents().next() {
+                Some(p) => Some(p.tree().map_err(self.err())?),
+                None => None,
+            };
+            let diff = self.repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None).map_err(self.err())?;
+            let mut paths = BTreeSet::new();
+            for d in diff.deltas() {
+                for f in [d.old_file(), d.new_file()] {
+                    if let Some(p) = f.path_bytes() {
+                        paths.insert(String::from_utf8_lossy(p).into_owned());
+                    }
+                }
+            }
+            out.push(CommitChanges {
+                id: id.to_string(),
+                summary: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default()).into_owned(),
+                paths: paths.into_iter().collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The git blob id of a working-tree file (a symlink hashes its target, as git stores it);
+/// None when the path does not exist or is not a file.
+pub(crate) fn blob_id(path: &Path) -> io::Result<Option<String>> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let id = if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path)?;
+        Oid::hash_object(ObjectType::Blob, target.to_string_lossy().as_bytes())
+    } else if meta.is_file() {
+        Oid::hash_file(ObjectType::Blob, path)
+    } else {
+        return Ok(None);
+    };
+    id.map(|i| Some(i.to_string())).map_err(io::Error::other)
+}
+
+/// Outside git: the allowlisted files under `root` (hidden files included, ignore files
+/// honoured, `workspace/` and `.git/` skipped), as root-relative path -> blob id.
+pub(crate) fn files_without_git(root: &Path, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+    let mut out = BTreeMap::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(|e| {
+            let name = e.file_name();
+            !(e.depth() == 1 && (name == "workspace" || name == ".git"))
+        })
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| GitError::Io { path: root.to_path_buf(), source: io::Error::other(e) })?;
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else { continue };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if !wanted(&rel) {
+            continue;
+        }
+        if let Some(id) = blob_id(entry.path()).map_err(|source| GitError::Io { path: entry.path().to_path_buf(), source })? {
+            out.insert(rel, id);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit_all(repo: &Repository, msg: &str) -> Oid {
+        let mut index = repo.index().unwrap();
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        index.update_all(["*"], None).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let parents: Vec<git2::Commit> = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).into_iter().collect();
+        let parents: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents).unwrap()
+    }
+
+    #[test]
+    fn changes_candidates_history_and_extraction() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let repo = Repository::init(root).unwrap();
+        std::fs::write(root.join(".gitignore"), "/workspace/\n*.log\n").unwrap();
+        std::fs::create_dir_all(root.join("agent")).unwrap();
+        std::fs::write(root.join("agent/system.md"), "v1").unwrap();
+        std::fs::write(root.join("README.md"), "readme").unwrap();
+        let first = commit_all(&repo, "first");
+        let git = Git::open(root).unwrap().unwrap();
+        assert_eq!(git.head().unwrap(), Some(first));
+        assert!(git.changes().unwrap().is_empty());
+
+        std::fs::write(root.join("agent/system.md"), "v2").unwrap();
+        std::fs::write(root.join("notes.txt"), "x").unwrap();
+        std::fs::write(root.join("debug.log"), "ignored").unwrap();
+        let changes = git.changes().unwrap();
+        let paths: Vec<(&str, ChangeKind)> = changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+        assert_eq!(paths, [("agent/system.md", ChangeKind::Tracked), ("notes.txt", ChangeKind::Untracked)]);
+        assert_eq!(changes[1].revert_hint(), "rm notes.txt");
+
+        let agent = |p: &str| p.starts_with("agent/");
+        let cand = git.candidate_files(&agent).unwrap();
+        assert_eq!(cand.len(), 1);
+        assert_eq!(cand["agent/system.md"], Oid::hash_object(ObjectType::Blob, b"v2").unwrap().to_string());
+        let at_head = git.files_at(first, &agent).unwrap();
+        assert_ne!(at_head, cand);
+
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(git.extract(first, &agent, out.path()).unwrap(), 1);
+        assert_eq!(std::fs::read_to_string(out.path().join("agent/system.md")).unwrap(), "v1");
+
+        std::fs::remove_file(root.join("notes.txt")).unwrap();
+        let second = commit_all(&repo, "second: agent");
+        std::fs::write(root.join("README.md"), "changed").unwrap();
+        let third = commit_all(&repo, "third: readme");
+        let commits = git.commits_since(Some(first), third).unwrap();
+        assert_eq!(commits.len(), 2);
+        assert_eq!(commits[0].paths, ["README.md"]);
+        assert_eq!(commits[1].paths, ["agent/system.md"]);
+        assert!(git.is_ancestor(first, third).unwrap() && !git.is_ancestor(third, second).unwrap());
+        assert_eq!(git.resolve(&third.to_string()[..10]), Some(third));
+        assert_eq!(git.files_at(third, &agent).unwrap(), cand, "the committed candidate matches");
+    }
+
+    #[test]
+    fn outside_git_there_is_no_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Git::open(dir.path()).unwrap().is_none());
+        std::fs::create_dir_all(dir.path().join("agent")).unwrap();
+        std::fs::write(dir.path().join("agent/a.md"), "a").unwrap();
+        std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+        std::fs::write(dir.path().join("workspace/agent-notes.md"), "a").unwrap();
+        let files = files_without_git(dir.path(), &|p: &str| p.starts_with("agent/") || p.starts_with("workspace/")).unwrap();
+        assert_eq!(files.keys().collect::<Vec<_>>(), ["agent/a.md"]);
+    }
+}

@@ -1,0 +1,94 @@
+//! The workspace lock: one `gate`, `record` or train-results write at a time per workspace.
+//!
+//! Two gates on the same workspace would read the same suite.json and results.tsv and the
+//! later writer would silently drop the other's promotions or rows. An OS advisory lock
+//! (`flock` through `std::fs::File::lock`) on `workspace/.gate.lock` serializes them; the OS
+//! releases it when the holder exits, even on a crash or SIGKILL, so a stale lock can never
+//! wedge the loop. The lock file's content names the holder (pid, command, start time) for
+//! the "another gate is running" message; the content is informational, the lock is the flock.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "another hcbench process holds the gate lock {path} ({holder}); wait for it to finish, or pass --wait SECONDS to wait (waited {waited_s}s)"
+    )]
+    Busy { path: PathBuf, holder: String, waited_s: u64 },
+    #[error("cannot use the gate lock {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Held for as long as the value lives; dropping it closes the file and releases the lock.
+#[derive(Debug)]
+pub(crate) struct GateLock {
+    _file: File,
+}
+
+impl GateLock {
+    /// Takes the lock at `path`, waiting up to `wait` for another holder. `on_wait` is called
+    /// once, with the holder's description, if the lock is busy and we are going to wait.
+    pub(crate) fn acquire(path: &Path, command: &str, wait: Duration, on_wait: impl FnOnce(&str)) -> Result<GateLock, LockError> {
+        let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        // Never truncate on open: the current holder's description must stay readable.
+        let mut file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io_err)?;
+        let started = Instant::now();
+        let mut on_wait = Some(on_wait);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    let holder = holder_of(path);
+                    if started.elapsed() >= wait {
+                        return Err(LockError::Busy { path: path.to_path_buf(), holder, waited_s: started.elapsed().as_secs() });
+                    }
+                    if let Some(f) = on_wait.take() {
+                        f(&holder);
+                    }
+                    std::thread::sleep(Duration::from_millis(100).min(wait.saturating_sub(started.elapsed())).max(Duration::from_millis(1)));
+                }
+                Err(TryLockError::Error(e)) => return Err(io_err(e)),
+            }
+        }
+        let info = format!("pid {}, hcbench {command}, since {}\n", std::process::id(), crate::util::now_rfc3339());
+        file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(info.as_bytes())).map_err(io_err)?;
+        Ok(GateLock { _file: file })
+    }
+}
+
+fn holder_of(path: &Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+        _ => "holder unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_fails_clearly_or_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ws/.gate.lock");
+        let first = GateLock::acquire(&path, "gate", Duration::ZERO, |_| {}).unwrap();
+        let e = GateLock::acquire(&path, "record", Duration::from_millis(200), |_| {}).unwrap_err().to_string();
+        assert!(e.contains(&format!("pid {}, hcbench gate", std::process::id())), "{e}");
+        assert!(e.contains("--wait"), "{e}");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(first);
+        });
+        let mut waited = false;
+        GateLock::acquire(&path, "record", Duration::from_secs(20), |_| waited = true).unwrap();
+        assert!(waited, "the caller is told that it waits");
+        releaser.join().unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("hcbench record"));
+    }
+}

@@ -1,0 +1,196 @@
+//! The commit gate of an optimization loop: `hcbench gate` and `hcbench record`.
+//!
+//! An outer coding agent edits the embedded agent's tunable files, runs the gate, commits on
+//! exit 0 (then runs `record`) and reverts on exit 1. The gate follows auto-harness: Step 0 file
+//! guard, Step 1 regression suite, Step 2 full benchmark on the test split, Step 3 promotion of
+//! newly passing train cases. It is hardened where auto-harness leaves holes: the state files
+//! are hash-protected ([`state`]), `record` accepts only numbers that a passing gate produced
+//! for the very candidate that was committed (the pending record's binding), checks every
+//! commit since the last record ([`git`]), writes atomically under one lock ([`lock`]), and an
+//! optional paired mode decides with epochs and a bootstrap instead of one noisy comparison.
+//!
+//! This module owns the files, the git questions and the arithmetic ([`steps`], plain
+//! synchronous functions); `commands/gate.rs` and `commands/record.rs` run cells and print.
+//! Test-split cells run in a private directory outside the project ([`private_dir`]) that is
+//! removed when the gate ends, so no trace, artifact or workspace of a test case stays where the
+//! optimizing agent could read it.
+
+pub(crate) mod config;
+pub(crate) mod git;
+pub(crate) mod lock;
+pub(crate) mod state;
+pub(crate) mod steps;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::Manifest;
+use crate::model::cache::Cache;
+use crate::model::http::Transport;
+use crate::model::remote::HttpProfile;
+use crate::model::{Profile, ProfileKind};
+use crate::replay::CellSummary;
+use crate::trace::event::Outcome;
+use lock::{GateLock, LockError};
+use state::{GateFiles, StateError, TrainCase, TrainResults, STATE_SCHEMA_VERSION, TRAIN_RESULTS};
+
+/// Prefix of the private directories test-split cells run in.
+const PRIVATE_PREFIX: &str = "hcbench-gate-";
+/// File in a private directory naming the process that owns it.
+const OWNER_FILE: &str = "owner.pid";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainResultsError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+}
+
+/// Merges the outcomes of a finished `hcbench run --split train` into
+/// `workspace/train_results.json` (the latest result of each train case, with commit, agent
+/// spec digest and run id), atomically and under the workspace lock. Step 3 re-runs the cases
+/// that failed there. A file that was changed behind hcbench's back is not merged into: the
+/// run's cases replace it, so a forged entry never survives a real run.
+pub(crate) fn record_train_results(
+    root: &Path,
+    manifest: &Manifest,
+    summaries: &[CellSummary],
+    on_wait: impl FnOnce(&str),
+) -> Result<PathBuf, TrainResultsError> {
+    let files = GateFiles::new(root, &root.join(config::CONFIG_FILE));
+    let _lock = GateLock::acquire(&files.lock_path(), "run (train results)", Duration::MAX, on_wait)?;
+    let mut state = files.load_state()?;
+    let (tampered, _) = files.check(&mut state)?;
+    let intact = !tampered.iter().any(|t| t.file() == TRAIN_RESULTS);
+    let previous = if intact { files.read_train_results().ok().flatten() } else { None };
+    let mut results = match previous {
+        Some(p) if p.benchmark == manifest.benchmark => p,
+        _ => TrainResults {
+            schema_version: STATE_SCHEMA_VERSION,
+            benchmark: manifest.benchmark.clone(),
+            updated_at: String::new(),
+            cases: BTreeMap::new(),
+        },
+    };
+    let now = crate::util::now_rfc3339();
+    let mut by_case: BTreeMap<&str, Vec<&CellSummary>> = BTreeMap::new();
+    for s in summaries.iter().filter(|s| s.outcome.is_some_and(|o| o != Outcome::Cancelled)) {
+        by_case.entry(s.case_id.as_str()).or_default().push(s);
+    }
+    for (case, cells) in by_case {
+        let reward = cells.iter().map(|c| steps::cell_reward(c)).sum::<f64>() / cells.len() as f64;
+        let outcome = cells
+            .iter()
+            .find(|c| c.outcome != Some(Outcome::Passed))
+            .map(|c| c.outcome_label())
+            .unwrap_or("passed");
+        results.cases.insert(
+            case.to_string(),
+            TrainCase {
+                outcome: outcome.to_string(),
+                reward,
+                run_id: manifest.run_id.clone(),
+                commit: manifest.git_commit.clone(),
+                agent_spec: manifest.agent_spec.clone(),
+                profile: cells[0].profile.clone(),
+                recorded_at: now.clone(),
+            },
+        );
+    }
+    results.updated_at = now;
+    files.write_protected(&mut state, TRAIN_RESULTS, &state::to_json(&results))?;
+    Ok(root.join(TRAIN_RESULTS))
+}
+
+/// A private directory for test-split cells: outside the project, mode 0700, removed when the
+/// value drops (normal end, error, or the first Ctrl-C). It names its owner's pid so a later
+/// gate can remove one left by a process that was killed ([`sweep_private_dirs`]).
+pub(crate) fn private_dir(root: &Path) -> io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = std::env::temp_dir();
+    if let (Ok(t), Ok(r)) = (tmp.canonicalize(), root.canonicalize())
+        && t.starts_with(&r)
+    {
+        return Err(io::Error::other(format!(
+            "the temporary directory {} is inside the project {}; test-split cells must run outside it: set TMPDIR elsewhere",
+            t.display(),
+            r.display()
+        )));
+    }
+    let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir_in(&tmp)?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+    std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())?;
+    Ok(dir)
+}
+
+/// Removes private directories whose owner process no longer exists (a gate killed with
+/// SIGKILL cannot clean up after itself). Returns how many were removed.
+pub(crate) fn sweep_private_dirs() -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(PRIVATE_PREFIX) {
+            continue;
+        }
+        let Ok(pid) = std::fs::read_to_string(e.path().join(OWNER_FILE)) else { continue };
+        let Ok(pid) = pid.trim().parse::<i32>() else { continue };
+        let alive = !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The profile for test-split cells: an HTTP profile's response cache (which holds requests and
+/// so test prompts and observations) is moved into the private directory, whatever its mode.
+/// Other profiles keep nothing on disk and are returned as they are.
+pub(crate) fn private_profile(profile: &Profile, private: &Path) -> Profile {
+    let ProfileKind::Http(http) = &profile.kind else { return profile.clone() };
+    let t = &http.transport;
+    // Built field by field because Transport is not Clone; a field added there must be copied here.
+    let transport = Transport {
+        profile: t.profile.clone(),
+        provider: t.provider.clone(),
+        model: t.model.clone(),
+        client: t.client.clone(),
+        url: t.url.clone(),
+        key: t.key.clone(),
+        key_header: t.key_header.clone(),
+        timeout: t.timeout,
+        retry: t.retry.clone(),
+        limiter: t.limiter.clone(),
+        cache: Cache { mode: t.cache.mode, dir: private.join("cache").join(&profile.name) },
+    };
+    Profile {
+        name: profile.name.clone(),
+        kind: ProfileKind::Http(Arc::new(HttpProfile { info: http.info.clone(), body: http.body.clone(), transport })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_dirs_are_closed_and_swept_when_orphaned() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = private_dir(root.path()).unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(!dir.path().starts_with(root.path()));
+        // A live owner (this process) is never swept.
+        sweep_private_dirs();
+        assert!(dir.path().exists());
+        // An orphan (owner gone) is.
+        let orphan = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir().unwrap().keep();
+        std::fs::write(orphan.join(OWNER_FILE), "2147483646").unwrap();
+        sweep_private_dirs();
+        assert!(!orphan.exists());
+    }
+}
