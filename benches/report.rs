@@ -34,6 +34,7 @@ fn main() {
         started_at: "2026-11-21T00:00:00Z".into(),
         agent_spec: String::new(),
         agent_dir: None,
+        budget_usd: None,
     };
     std::fs::create_dir_all(run_dir.join("cells")).unwrap();
     manifest.write(run_dir).unwrap();

@@ -100,6 +100,13 @@ pub struct MatrixArgs {
     /// Finish an interrupted run: keep cells with a complete trace, run the rest again.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    /// Stop starting new cells once the run's model cost reaches this many US dollars (from
+    /// token usage and the profiles' prices). Cells already running finish.
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
 }

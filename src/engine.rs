@@ -34,6 +34,8 @@ pub enum EngineEvent<'a> {
     CellFinished { summary: &'a CellSummary, done: usize, total: usize },
     /// Cells kept from an earlier attempt (`--resume`).
     CellsKept { count: usize },
+    /// The run's model cost reached its budget: no new cell starts.
+    BudgetSpent { spent_usd: f64, budget_usd: f64 },
     Cancelling,
 }
 
@@ -102,6 +104,9 @@ pub struct Manifest {
     pub agent_spec: String,
     #[serde(default)]
     pub agent_dir: Option<PathBuf>,
+    /// `--budget-usd`: no new cell starts once the run's model cost reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,6 +157,7 @@ impl Manifest {
             started_at: crate::util::now_rfc3339(),
             agent_spec: spec.digest.clone(),
             agent_dir: spec.dir.clone(),
+            budget_usd: None,
         }
     }
 
@@ -263,6 +269,14 @@ pub fn cell_is_complete(cell_dir: &Path) -> Option<CellSummary> {
     }
 }
 
+/// The model cost of a cell in US dollars, when its profile states prices.
+pub fn cell_cost(s: &CellSummary) -> f64 {
+    match (s.input_price_per_mtok, s.output_price_per_mtok) {
+        (Some(i), Some(o)) => (s.input_tokens as f64 * i + s.output_tokens as f64 * o) / 1e6,
+        _ => 0.0,
+    }
+}
+
 /// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
 /// started because of cancellation are absent from the result.
 pub async fn execute(
@@ -273,6 +287,24 @@ pub async fn execute(
     sink: Arc<dyn EngineSink>,
     cancel: Cancel,
 ) -> io::Result<Vec<CellSummary>> {
+    execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel, None, 0.0).await
+}
+
+/// [`execute`] with a cost cap: once the cost of finished cells (plus `already_spent`, from
+/// cells kept by `--resume`) reaches `budget_usd`, no new cell starts. Cells already running
+/// finish, so the cap can be exceeded by at most their cost.
+#[allow(clippy::too_many_arguments)]
+pub async fn execute_with_budget(
+    run_id: &str,
+    run_dir: &Path,
+    cells: Vec<CellPlan>,
+    jobs: usize,
+    sink: Arc<dyn EngineSink>,
+    cancel: Cancel,
+    budget_usd: Option<f64>,
+    already_spent: f64,
+) -> io::Result<Vec<CellSummary>> {
+    let spent = Arc::new(Mutex::new((already_spent, false)));
     let results_path = run_dir.join("results.jsonl");
     let results = Arc::new(Mutex::new(OpenOptions::new().create(true).append(true).open(&results_path)?));
     let mut profiles: Vec<String> = Vec::new();
@@ -292,10 +324,21 @@ pub async fn execute(
         let results = results.clone();
         let done = done.clone();
         let cancel = cancel.clone();
+        let spent = spent.clone();
         set.spawn(async move {
             let _permit = semaphore.acquire_owned().await.expect("semaphore is never closed");
             if cancel.is_cancelled() {
                 return io::Result::Ok(None);
+            }
+            if let Some(budget) = budget_usd {
+                let mut guard = spent.lock().unwrap_or_else(|p| p.into_inner());
+                if guard.0 >= budget {
+                    if !guard.1 {
+                        guard.1 = true;
+                        sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget });
+                    }
+                    return Ok(None);
+                }
             }
             sink.event(EngineEvent::CellStarted { cell_id: &cell.cell_id });
             tracing::info!(cell = %cell.cell_id, "cell started");
@@ -307,6 +350,7 @@ pub async fn execute(
                 _ = cancel.cancelled() => record_cancelled(&cell),
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
+            spent.lock().unwrap_or_else(|p| p.into_inner()).0 += cell_cost(&summary);
             let mut line = serde_json::to_vec(&summary).map_err(io::Error::other)?;
             line.push(b'\n');
             {

@@ -2,7 +2,8 @@
 //!
 //! The trace holds the full history; the model sees a projection built by an ordered list of
 //! sections, each with a character budget: system, task contract, tools, working memory,
-//! recent observations. The task contract is never cut. Old observations are dropped first,
+//! recent observations, then a one-line status with the step counter (last, so the prefix
+//! stays stable for prompt caches). The task contract is never cut. Old observations are dropped first,
 //! and every reduction is reported so the loop can record it in `context_packed`.
 
 use super::spec::AgentSpec;
@@ -60,12 +61,13 @@ pub fn pack(state: &ContextState<'_>) -> (Vec<(String, String)>, Vec<ContextSect
     push("system", system, budgets.system, cut, 0);
 
     // The task contract is never cut: without it the model cannot know what "done" means.
+    // It holds nothing that changes between turns, so the context's prefix stays stable and
+    // providers' prompt caches can reuse it; the step counter comes last (`status`).
     let contract = format!(
-        "Task ({}):\n{}\nTest command: {}\nStep {} of {}.",
+        "Task ({}):\n{}\nTest command: {}\nStep budget: {} actions.",
         case.id,
         case.prompt.trim_end(),
         case.test_command.join(" "),
-        state.step,
         case.step_budget
     );
     let contract_len = contract.chars().count();
@@ -114,6 +116,9 @@ pub fn pack(state: &ContextState<'_>) -> (Vec<(String, String)>, Vec<ContextSect
     }
     kept.reverse();
     push("observations", kept.concat(), budgets.observations, cut, dropped);
+    let status = format!("Step {} of {}: reply with your next action.", state.step, case.step_budget);
+    let status_len = status.chars().count();
+    push("status", status, status_len, 0, 0);
     (texts, report)
 }
 

@@ -433,6 +433,17 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOu
     }
 }
 
+/// Replaces elapsed-time figures in command output ("Ran 11 tests in 0.022s", "took 3ms")
+/// with `<time>`. The output is part of the model's context: left raw, two runs of the same
+/// cell would send different requests, defeating the response cache's replay mode and
+/// providers' prompt caches, and adding noise the model cannot use.
+pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
+    static DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b").expect("valid regex")
+    });
+    DURATION.replace_all(text, "$1 <time>")
+}
+
 async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool) -> ToolOutput {
     let spec = CommandSpec {
         argv: argv.to_vec(),
@@ -443,7 +454,7 @@ async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool) -> 
     };
     match process::run(&spec).await {
         Ok(out) => {
-            let text = out.combined();
+            let text = mask_durations(&out.combined()).into_owned();
             // A failing test run is information, not a tool failure; a failing command is.
             let ok = if is_tests { !out.timed_out } else { out.success() };
             ToolOutput { ok, text, ..Default::default() }
@@ -504,6 +515,14 @@ mod tests {
         assert!(out.text.contains("a.py:2: y = 1"), "{}", out.text);
         assert!(!out.text.contains("build/"), "{}", out.text);
         assert!(!search_code(&root, "(", ".", None).ok);
+    }
+
+    #[test]
+    fn durations_in_command_output_are_masked() {
+        let out = "....\n----------------------------------------------------------------------\nRan 11 tests in 0.022s\n\nOK\n";
+        assert_eq!(mask_durations(out), out.replace("in 0.022s", "in <time>"));
+        assert_eq!(mask_durations("5 passed in 1.20s; took 3ms"), "5 passed in <time>; took <time>");
+        assert_eq!(mask_durations("version 1.2s3 unchanged"), "version 1.2s3 unchanged");
     }
 
     #[test]

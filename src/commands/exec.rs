@@ -28,6 +28,18 @@ pub(crate) fn execute(
     jobs: usize,
     sink: Arc<dyn EngineSink>,
 ) -> Result<Execution, CommandError> {
+    execute_with_budget(run_id, run_dir, cells, jobs, sink, None, 0.0)
+}
+
+pub(crate) fn execute_with_budget(
+    run_id: &str,
+    run_dir: &Path,
+    cells: Vec<CellPlan>,
+    jobs: usize,
+    sink: Arc<dyn EngineSink>,
+    budget_usd: Option<f64>,
+    already_spent: f64,
+) -> Result<Execution, CommandError> {
     let rt = super::runtime()?;
     let cancel = Cancel::default();
     let summaries = rt.block_on(async {
@@ -45,7 +57,7 @@ pub(crate) fn execute(
                 }
             })
         };
-        let r = engine::execute(run_id, run_dir, cells, jobs, sink, cancel.clone()).await;
+        let r = engine::execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel.clone(), budget_usd, already_spent).await;
         watcher.abort();
         r
     });

@@ -196,7 +196,7 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     };
     let script_in_allowlist =
         cfg.profile.strip_prefix("scripted:").is_some_and(|p| cfg.allowlist.allows(p.trim_start_matches("./")));
-    let profile = match settings::profile_with_models(root, &cfg.profile, None, args.models.as_deref()) {
+    let profile = match settings::profile_with_models(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref())) {
         Ok(p) => p,
         Err(e) if script_in_allowlist => {
             candidate_error.get_or_insert(e.to_string());
@@ -490,7 +490,7 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 let in_spec = |p: &str| allow(p) || p.starts_with(&format!("{agent_dir}/"));
                 g.extract(head, &in_spec, &head_dir)?;
                 let head_spec = Arc::new(load_spec(&head_dir, &cfg.agent_dir)?);
-                let head_profile = head_profile(&cfg, &head_dir, &profile, args.models.as_deref())?;
+                let head_profile = head_profile(&cfg, &head_dir, &profile, args.models.as_deref().or(cfg.models.as_deref()))?;
                 let head_arm = Arm::new(&run_id, "head", private.path(), crate::gate::private_profile(&head_profile, private.path()), head_spec);
                 let Some(by_arm) = runner.run_private(private.path(), &bench, &test_ids, &[cand_arm, head_arm], cfg.epochs)? else {
                     return Ok(interrupted(report, &out));

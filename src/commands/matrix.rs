@@ -37,7 +37,7 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
                 )));
             }
             let bench = load_benchmark(root, &manifest.benchmark)?;
-            let profiles = resolve_all(root, &manifest.profiles)?;
+            let profiles = resolve_all(root, &manifest.profiles, args.models.as_deref())?;
             let run_dir = dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?;
             // Keep cells whose trace ended with a verdict; everything else runs again.
             let mut kept: Vec<CellSummary> = Vec::new();
@@ -61,13 +61,17 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
         }
         None => {
             let selected = settings::select(root, &args.selection)?;
-            let profiles = resolve_all(root, &args.profiles)?;
+            let profiles = resolve_all(root, &args.profiles, args.models.as_deref())?;
             let run_id = engine::new_run_id();
             let run_dir = settings::run_dir(root, args.out.as_deref(), "runs", &run_id);
             let run_dir = engine::prepare_run_dir(&run_dir)
                 .map_err(|e| CommandError::Usage(format!("cannot use run directory {}: {e}", run_dir.display())))?;
-            let manifest =
+            if let Some(b) = args.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
+                return Err(CommandError::Usage(format!("--budget-usd {b}: give a positive number of US dollars")));
+            }
+            let mut manifest =
                 Manifest::new("matrix", &run_id, root, &selected.benchmark, &selected.case_ids, &profiles, args.epochs, jobs, spec);
+            manifest.budget_usd = args.budget_usd;
             manifest.write(&run_dir).with_context(|| format!("cannot write the manifest in {}", run_dir.display()))?;
             (run_dir, manifest, selected.benchmark, profiles, Vec::new(), spec.clone())
         }
@@ -82,7 +86,8 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
     if !kept.is_empty() {
         sink.event(EngineEvent::CellsKept { count: kept.len() });
     }
-    let done = exec::execute(&manifest.run_id, &run_dir, cells, jobs, sink)?;
+    let already_spent: f64 = kept.iter().map(engine::cell_cost).sum();
+    let done = exec::execute_with_budget(&manifest.run_id, &run_dir, cells, jobs, sink, manifest.budget_usd, already_spent)?;
 
     let report = report::model::build(&run_dir, true)?;
     let written = report::write_all(&run_dir, &report)?;
@@ -93,14 +98,14 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
     Ok(if done.cancelled { exit::INTERRUPTED } else { exit::SUCCESS })
 }
 
-fn resolve_all(root: &Path, names: &[String]) -> Result<Vec<Profile>, CommandError> {
+fn resolve_all(root: &Path, names: &[String], models: Option<&Path>) -> Result<Vec<Profile>, CommandError> {
     let mut out: Vec<Profile> = Vec::new();
     for name in names {
         let name = name.trim();
         if name.is_empty() {
             continue;
         }
-        let p = settings::profile(root, name, None)?;
+        let p = settings::profile_with_models(root, name, None, models)?;
         if out.iter().any(|q| q.name() == p.name()) {
             return Err(CommandError::Usage(format!("profile `{}` is listed twice in --profiles", p.name())));
         }

@@ -56,6 +56,8 @@ pub(crate) struct Config {
     pub profile: String,
     /// Agent spec directory, relative to the root, without a trailing slash.
     pub agent_dir: String,
+    /// models.toml for model profiles (relative to the root); `--models` overrides it.
+    pub models: Option<PathBuf>,
     pub train_split: Split,
     pub test_split: Split,
     /// Seeds `threshold` of a new suite.json; the suite's own value is used afterwards.
@@ -76,6 +78,7 @@ struct RawConfig {
     benchmark: Option<String>,
     profile: Option<String>,
     agent_dir: Option<String>,
+    models: Option<String>,
     train_split: Option<String>,
     test_split: Option<String>,
     threshold: Option<f64>,
@@ -182,6 +185,7 @@ impl Config {
             benchmark,
             profile,
             agent_dir,
+            models: raw.models.filter(|m| !m.trim().is_empty()).map(PathBuf::from),
             train_split,
             test_split,
             threshold,

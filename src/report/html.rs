@@ -664,6 +664,7 @@ mod tests {
             started_at: "2026-01-01T00:00:00Z".into(),
             agent_spec: String::new(),
             agent_dir: None,
+            budget_usd: None,
         }
     }
 

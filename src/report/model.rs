@@ -145,6 +145,16 @@ pub fn from_cells(manifest: &Manifest, cells: Vec<CellSummary>, timelines: Vec<T
     let profile_stats = aggregate::by_profile(&manifest.profiles, &cells);
     let category_stats = aggregate::by_category(&manifest.profiles, &cells);
     let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
+    let mut notes = notes;
+    if let Some(budget) = manifest.budget_usd {
+        let spent: f64 = cells.iter().map(crate::engine::cell_cost).sum();
+        let not_run = cells.iter().filter(|c| c.stop_reason == "not_run").count();
+        if spent >= budget && not_run > 0 {
+            notes.push(format!(
+                "the budget of ${budget:.4} was reached (${spent:.4} spent): {not_run} cell(s) were not started and count as incomplete"
+            ));
+        }
+    }
     let failing = cells
         .iter()
         .filter(|c| c.outcome != Some(Outcome::Passed))

@@ -52,6 +52,10 @@ impl EngineSink for LineProgress {
                 width = total.to_string().len()
             ),
             EngineEvent::CellsKept { count } => writeln!(err, "hcbench: resuming: {count} finished cell(s) kept"),
+            EngineEvent::BudgetSpent { spent_usd, budget_usd } => writeln!(
+                err,
+                "hcbench: budget reached (${spent_usd:.4} of ${budget_usd:.4}): no new cells start; running cells finish"
+            ),
             EngineEvent::Cancelling => writeln!(
                 err,
                 "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
@@ -125,6 +129,11 @@ impl EngineSink for BarProgress {
             }
             EngineEvent::CellsKept { count } => {
                 let _ = self.multi.println(format!("resuming: {count} finished cell(s) kept"));
+            }
+            EngineEvent::BudgetSpent { spent_usd, budget_usd } => {
+                let _ = self.multi.println(format!(
+                    "budget reached (${spent_usd:.4} of ${budget_usd:.4}): no new cells start; running cells finish"
+                ));
             }
             EngineEvent::Cancelling => {
                 let _ = self.multi.println("interrupted: running cells are recorded as cancelled; press Ctrl-C again to stop at once");

@@ -609,3 +609,32 @@ fn local_model_end_to_end_on_the_smoke_suite() {
     assert_no_canary(&run_dir, &out);
     eprintln!("local model smoke matrix in {:.0?}", started.elapsed());
 }
+
+#[test]
+fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
+    // Each reply costs 1M input tokens x $0.5/M = $0.50; the budget is $0.40.
+    let server = MockServer::start(vec![], chat(FINISH, "stop", (1_000_000, 0)));
+    let s = Scratch::new();
+    for id in ["c1", "c2", "c3"] {
+        s.case(id, &GOOD_CASE.replace("id: good", &format!("id: {id}")), GOOD_ORACLE);
+    }
+    let models = s.path().join("models.toml");
+    std::fs::write(&models, profile("priced", "openai-chat", &server, "")).unwrap();
+    let run_dir = s.path().join("m");
+    let out = Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "priced", "--jobs", "1", "--budget-usd", "0.4", "--format", "json", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0)
+        .stderr_has("budget reached");
+    let r = out.json();
+    let outcomes: Vec<&str> = r["cells"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap_or("incomplete")).collect();
+    assert_eq!(outcomes, ["failed", "incomplete", "incomplete"], "only the first cell ran");
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(r["profile_stats"][0]["cost_usd"], 0.5);
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("budget of $0.4000 was reached") && notes.contains("2 cell(s) were not started"), "{notes}");
+}
