@@ -15,7 +15,7 @@ use hcbench::agent::spec::AgentSpec;
 use hcbench::bench::load_benchmark;
 use hcbench::engine::{self, Cancel, NullSink};
 use hcbench::model::{Profile, ProfileKind};
-use hcbench::trace::{read_trace, EventBody};
+use hcbench::trace::{EventBody, read_trace};
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -26,8 +26,10 @@ fn main() {
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
     let bench = load_benchmark(&root, "hc-bench").expect("benchmark loads");
     let case_ids: Vec<String> = bench.cases.iter().map(|c| c.id.clone()).collect();
-    let profiles: Vec<Profile> =
-        ["oracle-a", "oracle-b", "oracle-c"].iter().map(|n| Profile { name: n.to_string(), kind: ProfileKind::Oracle }).collect();
+    let profiles: Vec<Profile> = ["oracle-a", "oracle-b", "oracle-c"]
+        .iter()
+        .map(|n| Profile { name: n.to_string(), kind: ProfileKind::Oracle })
+        .collect();
     let spec = Arc::new(AgentSpec::default());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let scratch = tempfile::tempdir().unwrap();
@@ -42,7 +44,9 @@ fn main() {
         let cells = engine::plan("bench", &run_dir, &bench, &case_ids, &profiles, 1, &spec);
         let n = cells.len();
         let t0 = Instant::now();
-        let summaries = rt.block_on(engine::execute("bench", &run_dir, cells, jobs, Arc::new(NullSink), Cancel::default())).unwrap();
+        let summaries = rt
+            .block_on(engine::execute("bench", &run_dir, cells, jobs, Arc::new(NullSink), Cancel::default()))
+            .unwrap();
         let h = t0.elapsed();
         assert_eq!(summaries.len(), n);
         assert!(summaries.iter().all(|s| s.reward == 1.0), "the oracle must pass every case");
@@ -61,7 +65,12 @@ fn main() {
         });
         let f = t1.elapsed();
         cost_ms.extend(harness_cost(&run_dir));
-        println!("round {round}: {n} cells, jobs {jobs}: hcbench {:.2}s, floor {:.2}s, ratio {:.3}", h.as_secs_f64(), f.as_secs_f64(), h.as_secs_f64() / f.as_secs_f64());
+        println!(
+            "round {round}: {n} cells, jobs {jobs}: hcbench {:.2}s, floor {:.2}s, ratio {:.3}",
+            h.as_secs_f64(),
+            f.as_secs_f64(),
+            h.as_secs_f64() / f.as_secs_f64()
+        );
         harness.push(h);
         floor.push(f);
         ratios.push(h.as_secs_f64() / f.as_secs_f64());
@@ -108,7 +117,14 @@ fn commands_of(run_dir: &Path, bench: &hcbench::bench::Benchmark) -> Vec<(PathBu
                     if let Some(cmd) = &case.unwrap().verifier.command {
                         let ws = cell_dir.join("workspace");
                         let bench_dir = bench.dir.to_string_lossy();
-                        argvs.push(cmd.iter().map(|a| a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &ws.to_string_lossy())).collect());
+                        argvs.push(
+                            cmd.iter()
+                                .map(|a| {
+                                    a.replace("{benchmark_dir}", &bench_dir)
+                                        .replace("{workspace}", &ws.to_string_lossy())
+                                })
+                                .collect(),
+                        );
                     }
                 }
                 _ => {}
@@ -128,7 +144,9 @@ fn harness_cost(run_dir: &Path) -> Vec<f64> {
         let mut elapsed = 0u64;
         for e in &read.events {
             match &e.body {
-                EventBody::ToolResult { tool, duration_ms, .. } if tool == "run_tests" || tool == "run_command" => commands += duration_ms,
+                EventBody::ToolResult { tool, duration_ms, .. } if tool == "run_tests" || tool == "run_command" => {
+                    commands += duration_ms
+                }
                 EventBody::TestResult { duration_ms, .. } => commands += duration_ms,
                 EventBody::VerifierResult { duration_ms, .. } => commands += duration_ms,
                 EventBody::RunFinished { elapsed_ms, .. } => elapsed = *elapsed_ms,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use hcbench::replay::{replay_trace, summarize};
 use hcbench::trace::event::{Check, ContextSection, ModelInfo, Outcome, Usage};
-use hcbench::trace::{read_trace, EventBody, TraceWriter};
+use hcbench::trace::{EventBody, TraceWriter, read_trace};
 
 fn step_events(step: u32) -> Vec<EventBody> {
     vec![
@@ -28,7 +28,13 @@ fn step_events(step: u32) -> Vec<EventBody> {
             usage: Some(Usage { input_tokens: 1800, output_tokens: 40 }),
             latency_ms: 900,
         },
-        EventBody::PolicyDecision { step, tool: "read_file".into(), allowed: true, reason: "allowed".into(), invalid: false },
+        EventBody::PolicyDecision {
+            step,
+            tool: "read_file".into(),
+            allowed: true,
+            reason: "allowed".into(),
+            invalid: false,
+        },
         EventBody::ToolResult {
             step,
             tool: "read_file".into(),
@@ -41,7 +47,12 @@ fn step_events(step: u32) -> Vec<EventBody> {
             read: Some("src/module.py".into()),
             duration_ms: 1,
         },
-        EventBody::StateUpdated { step, steps_used: step, files_modified: vec!["src/module.py".into()], finished: false },
+        EventBody::StateUpdated {
+            step,
+            steps_used: step,
+            files_modified: vec!["src/module.py".into()],
+            finished: false,
+        },
     ]
 }
 
@@ -70,8 +81,21 @@ fn main() {
             w.append(e).unwrap();
         }
     }
-    w.append(EventBody::VerifierResult { passed: true, duration_ms: 5, checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }], metrics: Default::default() }).unwrap();
-    w.append(EventBody::RunFinished { outcome: Outcome::Passed, reward: 1.0, stop_reason: "finished".into(), reason: "ok".into(), elapsed_ms: 1 }).unwrap();
+    w.append(EventBody::VerifierResult {
+        passed: true,
+        duration_ms: 5,
+        checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }],
+        metrics: Default::default(),
+    })
+    .unwrap();
+    w.append(EventBody::RunFinished {
+        outcome: Outcome::Passed,
+        reward: 1.0,
+        stop_reason: "finished".into(),
+        reason: "ok".into(),
+        elapsed_ms: 1,
+    })
+    .unwrap();
     std::io::stdout().flush().unwrap();
     let bytes = std::fs::metadata(&path).unwrap().len() as f64;
 

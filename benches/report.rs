@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use hcbench::engine::{cell_id, Manifest, ManifestCase, MANIFEST_SCHEMA_VERSION};
+use hcbench::engine::{MANIFEST_SCHEMA_VERSION, Manifest, ManifestCase, cell_id};
 use hcbench::report;
 use hcbench::trace::event::{Check, ModelInfo, Outcome, Usage};
 use hcbench::trace::{EventBody, TraceWriter};
@@ -27,7 +27,11 @@ fn main() {
         benchmark: "synthetic".into(),
         profiles: profiles.clone(),
         cases: (0..cases)
-            .map(|i| ManifestCase { id: format!("case-{i}"), category: categories[i % 5].into(), split: "train".into() })
+            .map(|i| ManifestCase {
+                id: format!("case-{i}"),
+                category: categories[i % 5].into(),
+                split: "train".into(),
+            })
             .collect(),
         epochs: 1,
         jobs: 2,
@@ -61,19 +65,71 @@ fn main() {
             })
             .unwrap();
             for step in 1..=6 {
-                w.append(EventBody::ModelAction { step, tool: "read_file".into(), args: serde_json::json!({"path": "a.py"}), usage: Some(Usage { input_tokens: 900, output_tokens: 30 }), latency_ms: 700 }).unwrap();
-                w.append(EventBody::PolicyDecision { step, tool: "read_file".into(), allowed: true, reason: "allowed".into(), invalid: false }).unwrap();
-                w.append(EventBody::ToolResult { step, tool: "read_file".into(), ok: true, denied: false, output: "    1| x = 1\n".repeat(30), output_bytes: 420, artifact: None, modified: vec![], read: Some("a.py".into()), duration_ms: 1 }).unwrap();
+                w.append(EventBody::ModelAction {
+                    step,
+                    tool: "read_file".into(),
+                    args: serde_json::json!({"path": "a.py"}),
+                    usage: Some(Usage { input_tokens: 900, output_tokens: 30 }),
+                    latency_ms: 700,
+                })
+                .unwrap();
+                w.append(EventBody::PolicyDecision {
+                    step,
+                    tool: "read_file".into(),
+                    allowed: true,
+                    reason: "allowed".into(),
+                    invalid: false,
+                })
+                .unwrap();
+                w.append(EventBody::ToolResult {
+                    step,
+                    tool: "read_file".into(),
+                    ok: true,
+                    denied: false,
+                    output: "    1| x = 1\n".repeat(30),
+                    output_bytes: 420,
+                    artifact: None,
+                    modified: vec![],
+                    read: Some("a.py".into()),
+                    duration_ms: 1,
+                })
+                .unwrap();
             }
             let passed = (i + j) % 3 != 0;
-            w.append(EventBody::TestResult { passed, exit_code: Some(if passed { 0 } else { 1 }), timed_out: false, duration_ms: 300, output: "ok".into(), artifact: None }).unwrap();
-            w.append(EventBody::VerifierResult { passed: true, duration_ms: 0, checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }], metrics: Default::default() }).unwrap();
+            w.append(EventBody::TestResult {
+                passed,
+                exit_code: Some(if passed { 0 } else { 1 }),
+                timed_out: false,
+                duration_ms: 300,
+                output: "ok".into(),
+                artifact: None,
+            })
+            .unwrap();
+            w.append(EventBody::VerifierResult {
+                passed: true,
+                duration_ms: 0,
+                checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }],
+                metrics: Default::default(),
+            })
+            .unwrap();
             let outcome = if passed { Outcome::Passed } else { Outcome::Failed };
-            w.append(EventBody::RunFinished { outcome, reward: if passed { 1.0 } else { 0.0 }, stop_reason: "finished".into(), reason: "r".into(), elapsed_ms: 2000 + (i as u64 % 700) }).unwrap();
+            w.append(EventBody::RunFinished {
+                outcome,
+                reward: if passed { 1.0 } else { 0.0 },
+                stop_reason: "finished".into(),
+                reason: "r".into(),
+                elapsed_ms: 2000 + (i as u64 % 700),
+            })
+            .unwrap();
             bytes += std::fs::metadata(&path).unwrap().len();
         }
     }
-    println!("wrote {} cells ({:.1} MB of traces) in {:.1}s", cases * profiles.len(), bytes as f64 / 1e6, t.elapsed().as_secs_f64());
+    println!(
+        "wrote {} cells ({:.1} MB of traces) in {:.1}s",
+        cases * profiles.len(),
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
 
     let threads = rayon::current_num_threads();
     let t = Instant::now();
@@ -88,7 +144,13 @@ fn main() {
     assert_eq!(summary_only.cells.len(), full.cells.len());
     let sizes: Vec<String> = written
         .iter()
-        .map(|p| format!("{} {:.1} MB", p.file_name().unwrap().to_string_lossy(), std::fs::metadata(p).unwrap().len() as f64 / 1e6))
+        .map(|p| {
+            format!(
+                "{} {:.1} MB",
+                p.file_name().unwrap().to_string_lossy(),
+                std::fs::metadata(p).unwrap().len() as f64 / 1e6
+            )
+        })
         .collect();
     println!(
         "{} cells on {threads} threads: model without timelines {build:.2}s, with timelines {build_tl:.2}s, all exporters {render:.2}s; total {:.2}s ({})",

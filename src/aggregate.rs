@@ -136,9 +136,8 @@ pub fn bootstrap_ci(values: &[f64], samples: usize, seed: u64) -> (f64, f64) {
     }
     let mut rng = fastrand::Rng::with_seed(seed);
     let n = values.len();
-    let mut means: Vec<f64> = (0..samples)
-        .map(|_| (0..n).map(|_| values[rng.usize(..n)]).sum::<f64>() / n as f64)
-        .collect();
+    let mut means: Vec<f64> =
+        (0..samples).map(|_| (0..n).map(|_| values[rng.usize(..n)]).sum::<f64>() / n as f64).collect();
     means.sort_by(|a, b| a.total_cmp(b));
     let lo = means[((samples as f64) * 0.025).floor() as usize];
     let hi = means[(((samples as f64) * 0.975).ceil() as usize).min(samples - 1)];
@@ -245,15 +244,14 @@ pub fn by_category(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats
 pub fn compare_all(profiles: &[String], cells: &[CellSummary]) -> Vec<Comparison> {
     let scores: Vec<BTreeMap<&str, f64>> = profiles
         .iter()
-        .map(|p| case_rewards(cells.iter().filter(|c| &c.profile == p)).into_iter().map(|(k, v)| (k, mean(&v))).collect())
+        .map(|p| {
+            case_rewards(cells.iter().filter(|c| &c.profile == p)).into_iter().map(|(k, v)| (k, mean(&v))).collect()
+        })
         .collect();
     let mut out = Vec::new();
     for i in 0..profiles.len() {
         for j in i + 1..profiles.len() {
-            let diffs: Vec<f64> = scores[i]
-                .iter()
-                .filter_map(|(case, a)| scores[j].get(case).map(|b| a - b))
-                .collect();
+            let diffs: Vec<f64> = scores[i].iter().filter_map(|(case, a)| scores[j].get(case).map(|b| a - b)).collect();
             let ci = bootstrap_ci(&diffs, BOOTSTRAP_SAMPLES, SEED ^ (i as u64 * 31 + j as u64));
             let (a, b) = (&profiles[i], &profiles[j]);
             let verdict = if diffs.is_empty() {
@@ -265,7 +263,14 @@ pub fn compare_all(profiles: &[String], cells: &[CellSummary]) -> Vec<Comparison
             } else {
                 "within noise".to_string()
             };
-            out.push(Comparison { a: a.clone(), b: b.clone(), cases: diffs.len(), mean_diff: mean(&diffs), ci, verdict });
+            out.push(Comparison {
+                a: a.clone(),
+                b: b.clone(),
+                cases: diffs.len(),
+                mean_diff: mean(&diffs),
+                ci,
+                verdict,
+            });
         }
     }
     out

@@ -19,23 +19,39 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::spec::AgentSpec;
-use crate::agent::{run_cell, CellPlan};
+use crate::agent::{CellPlan, run_cell};
 use crate::bench::Benchmark;
 use crate::model::Profile;
-use crate::replay::{replay_trace, CellSummary, SUMMARY_SCHEMA_VERSION};
-use crate::trace::event::{EventBody, Outcome};
+use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
 use crate::trace::TraceWriter;
+use crate::trace::event::{EventBody, Outcome};
 
 /// What the engine tells its sinks.
 #[derive(Debug)]
 pub enum EngineEvent<'a> {
-    RunStarted { run_id: &'a str, run_dir: &'a Path, cells: usize, profiles: &'a [String] },
-    CellStarted { cell_id: &'a str },
-    CellFinished { summary: &'a CellSummary, done: usize, total: usize },
+    RunStarted {
+        run_id: &'a str,
+        run_dir: &'a Path,
+        cells: usize,
+        profiles: &'a [String],
+    },
+    CellStarted {
+        cell_id: &'a str,
+    },
+    CellFinished {
+        summary: &'a CellSummary,
+        done: usize,
+        total: usize,
+    },
     /// Cells kept from an earlier attempt (`--resume`).
-    CellsKept { count: usize },
+    CellsKept {
+        count: usize,
+    },
     /// The run's model cost reached its budget: no new cell starts.
-    BudgetSpent { spent_usd: f64, budget_usd: f64 },
+    BudgetSpent {
+        spent_usd: f64,
+        budget_usd: f64,
+    },
     Cancelling,
 }
 
@@ -122,7 +138,9 @@ pub enum ManifestError {
     Missing { path: PathBuf, source: io::Error },
     #[error("{path} is not a valid manifest: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("{path} has schema_version {found}, newer than this hcbench reads ({MANIFEST_SCHEMA_VERSION}); upgrade hcbench")]
+    #[error(
+        "{path} has schema_version {found}, newer than this hcbench reads ({MANIFEST_SCHEMA_VERSION}); upgrade hcbench"
+    )]
     TooNew { path: PathBuf, found: u32 },
 }
 
@@ -150,7 +168,11 @@ impl Manifest {
             cases: case_ids
                 .iter()
                 .filter_map(|id| bench.case(id))
-                .map(|c| ManifestCase { id: c.id.clone(), category: c.category.to_string(), split: c.split.to_string() })
+                .map(|c| ManifestCase {
+                    id: c.id.clone(),
+                    category: c.category.to_string(),
+                    split: c.split.to_string(),
+                })
                 .collect(),
             epochs,
             jobs,
@@ -163,9 +185,10 @@ impl Manifest {
 
     pub fn read(run_dir: &Path) -> Result<Manifest, ManifestError> {
         let path = run_dir.join("manifest.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Missing { path: path.clone(), source })?;
-        let m: Manifest =
-            serde_json::from_str(&text).map_err(|e| ManifestError::Invalid { path: path.clone(), message: e.to_string() })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ManifestError::Missing { path: path.clone(), source })?;
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| ManifestError::Invalid { path: path.clone(), message: e.to_string() })?;
         if m.schema_version > MANIFEST_SCHEMA_VERSION {
             return Err(ManifestError::TooNew { path, found: m.schema_version });
         }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -83,9 +83,9 @@ impl CommandOutcome {
 /// True for variable names that look like credentials; these never reach a child.
 pub fn is_secret_var(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const SUFFIXES: &[&str] = &["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_SECRET_KEY", "_CREDENTIALS"];
-    SUFFIXES.iter().any(|s| upper.ends_with(s))
-        || matches!(upper.as_str(), "API_KEY" | "TOKEN" | "PASSWORD" | "SECRET")
+    const SUFFIXES: &[&str] =
+        &["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_SECRET_KEY", "_CREDENTIALS"];
+    SUFFIXES.iter().any(|s| upper.ends_with(s)) || matches!(upper.as_str(), "API_KEY" | "TOKEN" | "PASSWORD" | "SECRET")
 }
 
 /// The environment a child sees: ours minus secrets, plus the deterministic settings.
@@ -104,10 +104,8 @@ pub fn child_env(extra: &[(String, String)]) -> Vec<(String, String)> {
 
 /// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
 pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
-    let (program, args) = spec
-        .argv
-        .split_first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+    let (program, args) =
+        spec.argv.split_first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&spec.cwd)
@@ -151,9 +149,8 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         (o.unwrap_or_default(), e.unwrap_or_default())
     };
     // A process that escaped the group (setsid) could hold the pipes forever: stop waiting.
-    let ((stdout, t1), (stderr, t2)) = tokio::time::timeout(Duration::from_secs(2), collect)
-        .await
-        .unwrap_or(((Vec::new(), true), (Vec::new(), true)));
+    let ((stdout, t1), (stderr, t2)) =
+        tokio::time::timeout(Duration::from_secs(2), collect).await.unwrap_or(((Vec::new(), true), (Vec::new(), true)));
     let exit_code = status.and_then(|s| s.code());
     Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
 }

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::event::{EventBody, ModelInfo, Outcome, Usage};
-use crate::trace::{for_each_line, Event, TraceError};
+use crate::trace::{Event, TraceError, for_each_line};
 
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
@@ -170,9 +170,10 @@ impl SummaryBuilder {
                 }
                 self.modified.extend(t.modified);
                 if let Some(path) = t.read
-                    && !self.read_paths.insert(path) {
-                        s.repeated_reads += 1;
-                    }
+                    && !self.read_paths.insert(path)
+                {
+                    s.repeated_reads += 1;
+                }
             }
             LeanBody::TestResult { passed } => s.tests_passed = Some(passed),
             LeanBody::VerifierResult { passed, metrics } => {
@@ -251,11 +252,8 @@ pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
             ReplayError::RunDir { path: cells.clone(), source }
         }
     })?;
-    let mut traces: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("trace.jsonl"))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut traces: Vec<PathBuf> =
+        rd.filter_map(|e| e.ok()).map(|e| e.path().join("trace.jsonl")).filter(|p| p.is_file()).collect();
     traces.sort_by(|a, b| crate::util::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     Ok(traces)
 }
@@ -267,10 +265,13 @@ pub type ReplayedTrace = (PathBuf, Result<CellSummary, ReplayError>);
 /// others: it comes back as its own error, which reports show as a harness error.
 pub fn replay_run(run_dir: &Path) -> Result<Vec<ReplayedTrace>, ReplayError> {
     let traces = run_traces(run_dir)?;
-    Ok(traces.into_par_iter().map(|p| {
-        let r = replay_trace(&p);
-        (p, r)
-    }).collect())
+    Ok(traces
+        .into_par_iter()
+        .map(|p| {
+            let r = replay_trace(&p);
+            (p, r)
+        })
+        .collect())
 }
 
 /// The parts of an event the summary fold reads. Large payloads (tool output, arguments,
@@ -286,13 +287,26 @@ pub struct Lean {
 #[derive(Debug, Clone)]
 pub enum LeanBody {
     RunStarted(LeanRunStarted),
-    ModelAction { usage: Option<Usage> },
+    ModelAction {
+        usage: Option<Usage>,
+    },
     ModelRetry,
-    ModelError { error_kind: String, usage: Option<Usage> },
-    PolicyDecision { allowed: bool, invalid: bool },
+    ModelError {
+        error_kind: String,
+        usage: Option<Usage>,
+    },
+    PolicyDecision {
+        allowed: bool,
+        invalid: bool,
+    },
     ToolResult(LeanToolResult),
-    TestResult { passed: bool },
-    VerifierResult { passed: bool, metrics: BTreeMap<String, serde_json::Value> },
+    TestResult {
+        passed: bool,
+    },
+    VerifierResult {
+        passed: bool,
+        metrics: BTreeMap<String, serde_json::Value>,
+    },
     RunFinished(LeanRunFinished),
     /// Kinds the fold does not read (context_packed, state_updated, and kinds added later).
     Other,
@@ -383,43 +397,49 @@ impl Lean {
     /// The same projection of a full event.
     pub fn from_event(e: &Event) -> Lean {
         let body = match &e.body {
-            EventBody::RunStarted { case_id, category, split, profile, model, step_budget, epoch, agent_spec, .. } => {
-                LeanBody::RunStarted(LeanRunStarted {
-                    case_id: case_id.clone(),
-                    category: category.clone(),
-                    split: split.clone(),
-                    profile: profile.clone(),
-                    model: model.clone(),
-                    step_budget: *step_budget,
-                    epoch: *epoch,
-                    agent_spec: agent_spec.clone(),
-                })
-            }
+            EventBody::RunStarted {
+                case_id, category, split, profile, model, step_budget, epoch, agent_spec, ..
+            } => LeanBody::RunStarted(LeanRunStarted {
+                case_id: case_id.clone(),
+                category: category.clone(),
+                split: split.clone(),
+                profile: profile.clone(),
+                model: model.clone(),
+                step_budget: *step_budget,
+                epoch: *epoch,
+                agent_spec: agent_spec.clone(),
+            }),
             EventBody::ModelAction { usage, .. } => LeanBody::ModelAction { usage: usage.clone() },
             EventBody::ModelRetry { .. } => LeanBody::ModelRetry,
             EventBody::ModelError { error_kind, usage, .. } => {
                 LeanBody::ModelError { error_kind: error_kind.clone(), usage: usage.clone() }
             }
-            EventBody::PolicyDecision { allowed, invalid, .. } => LeanBody::PolicyDecision { allowed: *allowed, invalid: *invalid },
-            EventBody::ToolResult { step, tool, ok, denied, modified, read, .. } => LeanBody::ToolResult(LeanToolResult {
-                step: *step,
-                tool: tool.clone(),
-                ok: *ok,
-                denied: *denied,
-                modified: modified.clone(),
-                read: read.clone(),
-            }),
+            EventBody::PolicyDecision { allowed, invalid, .. } => {
+                LeanBody::PolicyDecision { allowed: *allowed, invalid: *invalid }
+            }
+            EventBody::ToolResult { step, tool, ok, denied, modified, read, .. } => {
+                LeanBody::ToolResult(LeanToolResult {
+                    step: *step,
+                    tool: tool.clone(),
+                    ok: *ok,
+                    denied: *denied,
+                    modified: modified.clone(),
+                    read: read.clone(),
+                })
+            }
             EventBody::TestResult { passed, .. } => LeanBody::TestResult { passed: *passed },
             EventBody::VerifierResult { passed, metrics, .. } => {
                 LeanBody::VerifierResult { passed: *passed, metrics: metrics.clone() }
             }
-            EventBody::RunFinished { outcome, reward, stop_reason, reason, elapsed_ms } => LeanBody::RunFinished(LeanRunFinished {
-                outcome: *outcome,
-                reward: *reward,
-                stop_reason: stop_reason.clone(),
-                reason: reason.clone(),
-                elapsed_ms: *elapsed_ms,
-            }),
+            EventBody::RunFinished { outcome, reward, stop_reason, reason, elapsed_ms } => {
+                LeanBody::RunFinished(LeanRunFinished {
+                    outcome: *outcome,
+                    reward: *reward,
+                    stop_reason: stop_reason.clone(),
+                    reason: reason.clone(),
+                    elapsed_ms: *elapsed_ms,
+                })
+            }
             EventBody::ContextPacked { .. } | EventBody::StateUpdated { .. } => LeanBody::Other,
         };
         Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind().to_string(), body }
@@ -504,7 +524,9 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                 "kind" => kind = Some(map.next_value::<String>()?),
                 "data" => match &kind {
                     Some(k) => {
-                        body = Some(map.next_value_seed(DataSeed { kind: k, schema_version: schema_version.unwrap_or(0) })?)
+                        body = Some(
+                            map.next_value_seed(DataSeed { kind: k, schema_version: schema_version.unwrap_or(0) })?,
+                        )
                     }
                     None => raw = Some(map.next_value()?),
                 },
@@ -556,11 +578,51 @@ mod tests {
             hcbench_version: "0".into(),
         })
         .unwrap();
-        w.append(EventBody::ModelAction { step: 1, tool: "read_file".into(), args: serde_json::json!({"path": "a.py"}), usage: Some(Usage { input_tokens: 7, output_tokens: 3 }), latency_ms: 1 }).unwrap();
-        w.append(EventBody::PolicyDecision { step: 1, tool: "read_file".into(), allowed: true, reason: "allowed".into(), invalid: false }).unwrap();
-        w.append(EventBody::ToolResult { step: 1, tool: "read_file".into(), ok: true, denied: false, output: "x\n".repeat(100), output_bytes: 200, artifact: None, modified: vec![], read: Some("a.py".into()), duration_ms: 1 }).unwrap();
-        w.append(EventBody::PolicyDecision { step: 2, tool: "read_file".into(), allowed: false, reason: "secret".into(), invalid: false }).unwrap();
-        w.append(EventBody::RunFinished { outcome: Outcome::Failed, reward: 0.0, stop_reason: "finished".into(), reason: "tests failed".into(), elapsed_ms: 42 }).unwrap();
+        w.append(EventBody::ModelAction {
+            step: 1,
+            tool: "read_file".into(),
+            args: serde_json::json!({"path": "a.py"}),
+            usage: Some(Usage { input_tokens: 7, output_tokens: 3 }),
+            latency_ms: 1,
+        })
+        .unwrap();
+        w.append(EventBody::PolicyDecision {
+            step: 1,
+            tool: "read_file".into(),
+            allowed: true,
+            reason: "allowed".into(),
+            invalid: false,
+        })
+        .unwrap();
+        w.append(EventBody::ToolResult {
+            step: 1,
+            tool: "read_file".into(),
+            ok: true,
+            denied: false,
+            output: "x\n".repeat(100),
+            output_bytes: 200,
+            artifact: None,
+            modified: vec![],
+            read: Some("a.py".into()),
+            duration_ms: 1,
+        })
+        .unwrap();
+        w.append(EventBody::PolicyDecision {
+            step: 2,
+            tool: "read_file".into(),
+            allowed: false,
+            reason: "secret".into(),
+            invalid: false,
+        })
+        .unwrap();
+        w.append(EventBody::RunFinished {
+            outcome: Outcome::Failed,
+            reward: 0.0,
+            stop_reason: "finished".into(),
+            reason: "tests failed".into(),
+            elapsed_ms: 42,
+        })
+        .unwrap();
         path
     }
 

@@ -13,7 +13,9 @@ pub enum ResultsError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} line {line} is not a cell summary: {message}")]
     Corrupt { path: PathBuf, line: usize, message: String },
-    #[error("{path} line {line} has schema_version {found}, newer than this hcbench reads ({SUMMARY_SCHEMA_VERSION}); upgrade hcbench")]
+    #[error(
+        "{path} line {line} has schema_version {found}, newer than this hcbench reads ({SUMMARY_SCHEMA_VERSION}); upgrade hcbench"
+    )]
     TooNew { path: PathBuf, line: usize, found: u32 },
 }
 

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bench::{load_benchmark, suite::select_suite, Benchmark, Split};
+use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
 use crate::cli::Selection;
 use crate::commands::CommandError;
-use crate::model::scripted::Script;
-use crate::model::registry::resolve_profile;
 use crate::model::Profile;
+use crate::model::registry::resolve_profile;
+use crate::model::scripted::Script;
 
 /// The benchmark and the ids of the selected cases, in benchmark order.
 pub struct Selected {
@@ -57,7 +57,12 @@ pub fn profile(root: &Path, name: &str, script: Option<&Path>) -> Result<Profile
 
 /// Like [`profile`], with the `--models` file when one was given. Profiles from a models file
 /// are validated, and their API keys read, here: before any cell runs.
-pub fn profile_with_models(root: &Path, name: &str, script: Option<&Path>, models: Option<&Path>) -> Result<Profile, CommandError> {
+pub fn profile_with_models(
+    root: &Path,
+    name: &str,
+    script: Option<&Path>,
+    models: Option<&Path>,
+) -> Result<Profile, CommandError> {
     if name == "scripted" {
         let path = script.ok_or_else(|| {
             CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())
@@ -69,8 +74,7 @@ pub fn profile_with_models(root: &Path, name: &str, script: Option<&Path>, model
 
 /// Worker count: the flag, else the number of cores.
 pub fn jobs(flag: Option<usize>) -> usize {
-    flag.filter(|j| *j > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+    flag.filter(|j| *j > 0).unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
 }
 
 /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.

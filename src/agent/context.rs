@@ -124,9 +124,5 @@ pub fn pack(state: &ContextState<'_>) -> (Vec<(String, String)>, Vec<ContextSect
 
 fn clip(text: &str, budget: usize) -> (String, usize) {
     let n = text.chars().count();
-    if n <= budget {
-        (text.to_string(), 0)
-    } else {
-        (text.chars().take(budget).collect(), n - budget)
-    }
+    if n <= budget { (text.to_string(), 0) } else { (text.chars().take(budget).collect(), n - budget) }
 }

@@ -21,11 +21,11 @@ use std::time::Instant;
 use crate::bench::Case;
 use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
-use crate::trace::event::{Artifact, EventBody, Outcome};
 use crate::trace::TraceWriter;
+use crate::trace::event::{Artifact, EventBody, Outcome};
 use context::{ContextState, Observation};
-use spec::AgentSpec;
 use policy::Decision;
+use spec::AgentSpec;
 use tools::{Call, Tool, ToolOutput};
 
 /// Bytes of a tool output the model sees; the rest lives in an artifact.
@@ -127,17 +127,29 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
         let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
         for retry in &turn.retries {
-            rec.emit(EventBody::ModelRetry { step, attempt: retry.attempt, cause: retry.cause.clone(), delay_ms: retry.delay_ms })?;
+            rec.emit(EventBody::ModelRetry {
+                step,
+                attempt: retry.attempt,
+                cause: retry.cause.clone(),
+                delay_ms: retry.delay_ms,
+            })?;
         }
         let reply = match turn.result {
             Ok(reply) => reply,
             Err(e @ (ModelError::Parse(_) | ModelError::Truncated(_))) => {
                 let message = e.to_string();
-                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: message.clone(), usage: turn.usage.clone() })?;
+                rec.emit(EventBody::ModelError {
+                    step,
+                    error_kind: e.kind().into(),
+                    message: message.clone(),
+                    usage: turn.usage.clone(),
+                })?;
                 observations.push(Observation {
                     step,
                     tool: "(invalid reply)".into(),
-                    text: format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}."),
+                    text: format!(
+                        "{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}."
+                    ),
                 });
                 invalid_in_a_row += 1;
                 if invalid_in_a_row >= spec.max_invalid_replies {
@@ -147,7 +159,12 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
-                rec.emit(EventBody::ModelError { step, error_kind: e.kind().into(), message: e.to_string(), usage: turn.usage.clone() })?;
+                rec.emit(EventBody::ModelError {
+                    step,
+                    error_kind: e.kind().into(),
+                    message: e.to_string(),
+                    usage: turn.usage.clone(),
+                })?;
                 provider_failure = Some(e.to_string());
                 stop_reason = "provider_error";
                 break;
@@ -166,19 +183,41 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         let tool_name = reply.action.tool.clone();
         match Call::from_action(&reply.action) {
             Err(message) => {
-                rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: false, reason: message.clone(), invalid: true })?;
+                rec.emit(EventBody::PolicyDecision {
+                    step,
+                    tool: tool_name.clone(),
+                    allowed: false,
+                    reason: message.clone(),
+                    invalid: true,
+                })?;
                 emit_not_run(&mut rec, step, &tool_name, &format!("invalid action: {message}"))?;
                 observations.push(Observation { step, tool: tool_name, text: format!("invalid action: {message}") });
             }
             Ok(call) => match policy::decide(&call, case, &ws) {
                 Decision::Deny(reason) => {
-                    rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: false, reason: reason.clone(), invalid: false })?;
-                    let text = if spec.explain_denials { format!("denied by policy: {reason}") } else { "denied by policy".to_string() };
+                    rec.emit(EventBody::PolicyDecision {
+                        step,
+                        tool: tool_name.clone(),
+                        allowed: false,
+                        reason: reason.clone(),
+                        invalid: false,
+                    })?;
+                    let text = if spec.explain_denials {
+                        format!("denied by policy: {reason}")
+                    } else {
+                        "denied by policy".to_string()
+                    };
                     emit_not_run(&mut rec, step, &tool_name, &text)?;
                     observations.push(Observation { step, tool: tool_name, text });
                 }
                 Decision::Allow => {
-                    rec.emit(EventBody::PolicyDecision { step, tool: tool_name.clone(), allowed: true, reason: "allowed".into(), invalid: false })?;
+                    rec.emit(EventBody::PolicyDecision {
+                        step,
+                        tool: tool_name.clone(),
+                        allowed: true,
+                        reason: "allowed".into(),
+                        invalid: false,
+                    })?;
                     let t0 = Instant::now();
                     let out = tools::execute(&call, case, &ws).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
@@ -272,7 +311,14 @@ fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str) -> io::Re
     })
 }
 
-fn emit_result(rec: &mut Recorder, step: u32, tool: &str, out: &ToolOutput, artifact: Option<Artifact>, duration_ms: u64) -> io::Result<()> {
+fn emit_result(
+    rec: &mut Recorder,
+    step: u32,
+    tool: &str,
+    out: &ToolOutput,
+    artifact: Option<Artifact>,
+    duration_ms: u64,
+) -> io::Result<()> {
     rec.emit(EventBody::ToolResult {
         step,
         tool: tool.to_string(),

@@ -19,8 +19,8 @@ pub enum Decision {
 
 /// Programs that reach the network; denied even if a case allowlists them.
 pub const NETWORK_PROGRAMS: &[&str] = &[
-    "curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sftp", "rsync", "ftp", "telnet",
-    "pip", "pip3", "npm", "npx", "yarn", "apt", "apt-get", "socat", "nslookup", "dig", "ping",
+    "curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sftp", "rsync", "ftp", "telnet", "pip", "pip3", "npm",
+    "npx", "yarn", "apt", "apt-get", "socat", "nslookup", "dig", "ping",
 ];
 
 /// git subcommands that only read.
@@ -91,11 +91,9 @@ fn touches_secret(root: &Path, rel: &str) -> bool {
 
 fn inside_git(root: &Path, rel: &str) -> bool {
     let first_is_git = Path::new(rel).components().any(|c| matches!(c, Component::Normal(n) if n == ".git"));
-    let real_is_git = root
-        .join(rel)
-        .canonicalize()
-        .ok()
-        .is_some_and(|real| real.strip_prefix(root).is_ok_and(|r| r.components().any(|c| matches!(c, Component::Normal(n) if n == ".git"))));
+    let real_is_git = root.join(rel).canonicalize().ok().is_some_and(|real| {
+        real.strip_prefix(root).is_ok_and(|r| r.components().any(|c| matches!(c, Component::Normal(n) if n == ".git")))
+    });
     first_is_git || real_is_git
 }
 
@@ -104,7 +102,11 @@ pub fn decide(call: &Call, case: &Case, root: &Path) -> Decision {
     let tool = call.tool();
     if !case.allowed_tools.contains(&tool) {
         let allowed: Vec<&str> = case.allowed_tools.iter().map(|t| t.as_str()).collect();
-        return Decision::Deny(format!("tool `{}` is not allowed in this case (allowed: {})", tool.as_str(), allowed.join(", ")));
+        return Decision::Deny(format!(
+            "tool `{}` is not allowed in this case (allowed: {})",
+            tool.as_str(),
+            allowed.join(", ")
+        ));
     }
     let check_read = |rel: &str| -> Decision {
         if let Err(e) = confine(root, rel) {
@@ -162,15 +164,19 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
     if program == "git" {
         let sub = argv.get(1).map(String::as_str).unwrap_or("");
         if !READ_ONLY_GIT.contains(&sub) {
-            return Decision::Deny(format!("`git {sub}` is not read-only; allowed: git {}", READ_ONLY_GIT.join(", git ")));
+            return Decision::Deny(format!(
+                "`git {sub}` is not read-only; allowed: git {}",
+                READ_ONLY_GIT.join(", git ")
+            ));
         }
     }
     if program.starts_with("python")
         && let Some(pos) = argv.iter().position(|a| a == "-m")
-            && let Some(module) = argv.get(pos + 1)
-                && NETWORK_PY_MODULES.contains(&module.as_str()) {
-                    return Decision::Deny(format!("`python3 -m {module}` reaches the network or installs packages; not allowed"));
-                }
+        && let Some(module) = argv.get(pos + 1)
+        && NETWORK_PY_MODULES.contains(&module.as_str())
+    {
+        return Decision::Deny(format!("`python3 -m {module}` reaches the network or installs packages; not allowed"));
+    }
     for arg in &argv[1..] {
         if arg.starts_with('-') {
             continue;
@@ -192,7 +198,7 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
 mod tests {
     use super::*;
     use crate::agent::tools::Tool;
-    use crate::bench::{Category, Split, VerifierSpec, DEFAULT_PROGRAMS};
+    use crate::bench::{Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
     use std::time::Duration;
 
     fn case() -> Case {

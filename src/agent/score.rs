@@ -15,12 +15,8 @@ use crate::trace::event::{Check, Outcome};
 
 /// Substitutes `{benchmark_dir}`, `{workspace}` and `{trace}` in an argv.
 pub fn expand(argv: &[String], case: &Case, workspace: &Path, trace: Option<&Path>) -> Vec<String> {
-    let bench_dir = case
-        .file
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let bench_dir =
+        case.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     argv.iter()
         .map(|a| {
             let mut a = a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
@@ -147,12 +143,21 @@ pub fn judge(tests: &TestRun, verifier: &VerifierRun) -> (Outcome, f64, String) 
         return (Outcome::Timeout, 0.0, "verifier command timed out".into());
     }
     let tests_ok = out.success();
-    let failed: Vec<String> = verifier.checks.iter().filter(|c| !c.passed).map(|c| format!("{}: {}", c.name, first_line(&c.detail))).collect();
+    let failed: Vec<String> = verifier
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| format!("{}: {}", c.name, first_line(&c.detail)))
+        .collect();
     match (tests_ok, failed.is_empty()) {
         (true, true) => (Outcome::Passed, 1.0, "tests and verifier passed".into()),
         (false, true) => (Outcome::Failed, 0.0, format!("tests failed (exit {})", exit_label(out))),
         (true, false) => (Outcome::Failed, 0.0, format!("verifier failed: {}", failed.join("; "))),
-        (false, false) => (Outcome::Failed, 0.0, format!("tests failed (exit {}); verifier failed: {}", exit_label(out), failed.join("; "))),
+        (false, false) => (
+            Outcome::Failed,
+            0.0,
+            format!("tests failed (exit {}); verifier failed: {}", exit_label(out), failed.join("; ")),
+        ),
     }
 }
 

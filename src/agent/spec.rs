@@ -80,11 +80,16 @@ struct RawRetry {
 
 impl Default for AgentSpec {
     fn default() -> Self {
-        build(DEFAULT_YAML, |name| match name {
-            "system.md" => Ok(DEFAULT_SYSTEM.to_string()),
-            "format.md" => Ok(DEFAULT_FORMAT.to_string()),
-            other => Err(format!("the embedded spec has no file {other}")),
-        }, Path::new("<embedded agent.yaml>"), None)
+        build(
+            DEFAULT_YAML,
+            |name| match name {
+                "system.md" => Ok(DEFAULT_SYSTEM.to_string()),
+                "format.md" => Ok(DEFAULT_FORMAT.to_string()),
+                other => Err(format!("the embedded spec has no file {other}")),
+            },
+            Path::new("<embedded agent.yaml>"),
+            None,
+        )
         .expect("the embedded agent spec is valid")
     }
 }
@@ -95,10 +100,15 @@ impl AgentSpec {
         let yaml_path = dir.join("agent.yaml");
         let yaml = std::fs::read_to_string(&yaml_path)
             .map_err(|e| SpecError { file: yaml_path.clone(), message: format!("cannot read: {e}") })?;
-        build(&yaml, |name| {
-            let p = dir.join(name);
-            std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
-        }, &yaml_path, Some(dir.to_path_buf()))
+        build(
+            &yaml,
+            |name| {
+                let p = dir.join(name);
+                std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+            },
+            &yaml_path,
+            Some(dir.to_path_buf()),
+        )
     }
 
     /// The spec for `--agent DIR`, else `<root>/agent` when present, else the embedded default.
@@ -128,8 +138,9 @@ fn build(
     let action_format = read(&raw.action_format_file).map_err(|m| err(format!("field `action_format_file`: {m}")))?;
     let mut tool_descriptions = BTreeMap::new();
     for (name, text) in &raw.tool_descriptions {
-        let tool = Tool::parse(name)
-            .ok_or_else(|| err(format!("field `tool_descriptions`: `{name}` is not a tool; known tools: {}", Tool::names())))?;
+        let tool = Tool::parse(name).ok_or_else(|| {
+            err(format!("field `tool_descriptions`: `{name}` is not a tool; known tools: {}", Tool::names()))
+        })?;
         tool_descriptions.insert(tool, text.clone());
     }
     let d = Budgets::default();
@@ -173,15 +184,24 @@ mod tests {
     #[test]
     fn bad_specs_name_the_file_and_field() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: s.md\naction_format_file: f.md\ntool_descriptions: {teleport: x}\n").unwrap();
+        std::fs::write(
+            dir.path().join("agent.yaml"),
+            "system_prompt_file: s.md\naction_format_file: f.md\ntool_descriptions: {teleport: x}\n",
+        )
+        .unwrap();
         std::fs::write(dir.path().join("s.md"), "s").unwrap();
         std::fs::write(dir.path().join("f.md"), "f").unwrap();
         let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("agent.yaml") && e.contains("`teleport` is not a tool"), "{e}");
-        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: missing.md\naction_format_file: f.md\n").unwrap();
+        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: missing.md\naction_format_file: f.md\n")
+            .unwrap();
         let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("system_prompt_file") && e.contains("missing.md"), "{e}");
-        std::fs::write(dir.path().join("agent.yaml"), "system_prompt_file: s.md\naction_format_file: f.md\ncontxt: {}\n").unwrap();
+        std::fs::write(
+            dir.path().join("agent.yaml"),
+            "system_prompt_file: s.md\naction_format_file: f.md\ncontxt: {}\n",
+        )
+        .unwrap();
         assert!(AgentSpec::load(dir.path()).unwrap_err().to_string().contains("contxt"));
     }
 }

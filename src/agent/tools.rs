@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use grep_regex::RegexMatcher;
-use grep_searcher::sinks::UTF8;
 use grep_searcher::Searcher;
+use grep_searcher::sinks::UTF8;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -70,11 +70,15 @@ impl Tool {
     /// One line for the model: what the tool does and its arguments.
     pub fn describe(self) -> &'static str {
         match self {
-            Tool::ListFiles => "list_files {path?: dir (default \".\"), max_depth?: int (default 4)} - list files, ignore-aware",
+            Tool::ListFiles => {
+                "list_files {path?: dir (default \".\"), max_depth?: int (default 4)} - list files, ignore-aware"
+            }
             Tool::ReadFile => "read_file {path, start_line?, end_line?} - read a file (1-based inclusive line range)",
             Tool::SearchCode => "search_code {pattern: regex, path?: dir, glob?: e.g. \"*.py\"} - search file contents",
             Tool::RepoMap => "repo_map {path?} - top-level classes and functions of each Python file",
-            Tool::EditFile => "edit_file {path, old, new} - replace the exact text `old` (must occur exactly once) by `new`",
+            Tool::EditFile => {
+                "edit_file {path, old, new} - replace the exact text `old` (must occur exactly once) by `new`"
+            }
             Tool::WriteFile => "write_file {path, content, overwrite?: bool} - create a file (overwrite only if asked)",
             Tool::RunTests => "run_tests {} - run the task's test command",
             Tool::RunCommand => "run_command {argv: [program, args...]} - run an allowlisted program (no shell)",
@@ -203,7 +207,9 @@ pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
         Call::RepoMap { path } => repo_map(root, path),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
-        Call::RunTests {} => run_argv(case, root, &super::score::expand(&case.test_command, case, root, None), true).await,
+        Call::RunTests {} => {
+            run_argv(case, root, &super::score::expand(&case.test_command, case, root, None), true).await
+        }
         Call::RunCommand { argv } => run_argv(case, root, argv, false).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
     }
@@ -320,9 +326,11 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
         }
         let relpath = rel(root, entry.path());
         if let Some(g) = &glob
-            && !g.is_match(entry.file_name()) && !g.is_match(&relpath) {
-                continue;
-            }
+            && !g.is_match(entry.file_name())
+            && !g.is_match(&relpath)
+        {
+            continue;
+        }
         if crate::agent::policy::is_secret_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
@@ -419,9 +427,10 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOu
         return ToolOutput::fail(format!("`{path}` exists; pass overwrite: true to replace it, or use edit_file"));
     }
     if let Some(parent) = file.parent()
-        && let Err(e) = std::fs::create_dir_all(parent) {
-            return ToolOutput::fail(format!("cannot create the folder of `{path}`: {e}"));
-        }
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        return ToolOutput::fail(format!("cannot create the folder of `{path}`: {e}"));
+    }
     if let Err(e) = std::fs::write(&file, content) {
         return ToolOutput::fail(format!("cannot write `{path}`: {e}"));
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Benchmark, Case, Category, Split, VerifierSpec, DEFAULT_PROGRAMS};
+use super::{Benchmark, Case, Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
 use crate::agent::tools::Tool;
 use crate::model::action::Action;
 use crate::util::natural_cmp;
@@ -138,14 +138,15 @@ pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
         }
     };
     if let Some(n) = &meta.name
-        && n != name {
-            problems.push(Problem {
-                file: meta_file.clone(),
-                case: None,
-                field: Some("name".into()),
-                message: format!("is `{n}` but the folder is `{name}`; make them equal"),
-            });
-        }
+        && n != name
+    {
+        problems.push(Problem {
+            file: meta_file.clone(),
+            case: None,
+            field: Some("name".into()),
+            message: format!("is `{n}` but the folder is `{name}`; make them equal"),
+        });
+    }
 
     let cases_dir = dir.join("cases");
     let mut case_files: Vec<PathBuf> = match fs::read_dir(&cases_dir) {
@@ -201,12 +202,7 @@ pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
         return Err(LoadError::Invalid { name: name.to_string(), problems });
     }
     cases.sort_by(|a, b| natural_cmp(&a.id, &b.id));
-    Ok(Benchmark {
-        name: name.to_string(),
-        description: meta.description,
-        dir,
-        cases,
-    })
+    Ok(Benchmark { name: name.to_string(), description: meta.description, dir, cases })
 }
 
 fn available_benchmarks(root: &Path) -> String {
@@ -279,7 +275,10 @@ fn validate_case(
         Some(c) => {
             let parsed = Category::parse(c);
             if parsed.is_none() {
-                problem("category", format!("`{c}` is unknown; use one of bugfix, recovery, greenfield, context, policy"));
+                problem(
+                    "category",
+                    format!("`{c}` is unknown; use one of bugfix, recovery, greenfield, context, policy"),
+                );
             }
             parsed
         }
@@ -345,9 +344,10 @@ fn validate_case(
 
     let v = raw.verifier;
     if let Some(cmd) = &v.command
-        && (cmd.is_empty() || cmd[0].is_empty()) {
-            problem("verifier.command", "is empty; give an argv list or remove the key".into());
-        }
+        && (cmd.is_empty() || cmd[0].is_empty())
+    {
+        problem("verifier.command", "is empty; give an argv list or remove the key".into());
+    }
     for path in &v.unchanged {
         if !is_plain_relative(path) {
             problem("verifier.unchanged", format!("`{path}` must be a relative path inside the fixture"));
@@ -356,9 +356,10 @@ fn validate_case(
         }
     }
     if let Some(p) = &v.first_read
-        && !is_plain_relative(p) {
-            problem("verifier.first_read", format!("`{p}` must be a relative path"));
-        }
+        && !is_plain_relative(p)
+    {
+        problem("verifier.first_read", format!("`{p}` must be a relative path"));
+    }
 
     // The oracle lives beside the case; a case without one cannot be validated or run as control.
     let oracle_file = bench_dir.join("oracle").join(format!("{stem}.yaml"));

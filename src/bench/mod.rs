@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::tools::Tool;
 use crate::model::action::Action;
 
-pub use load::{load_benchmark, LoadError, Problem};
+pub use load::{LoadError, Problem, load_benchmark};
 
 /// A loaded, validated benchmark.
 #[derive(Debug, Clone)]
@@ -141,7 +141,5 @@ pub struct VerifierSpec {
 }
 
 /// Programs `run_command` may start when a case does not say otherwise.
-pub const DEFAULT_PROGRAMS: &[&str] = &[
-    "python3", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "sort", "uniq", "echo",
-    "pwd", "true",
-];
+pub const DEFAULT_PROGRAMS: &[&str] =
+    &["python3", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "sort", "uniq", "echo", "pwd", "true"];

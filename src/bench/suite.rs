@@ -15,7 +15,9 @@ pub enum SuiteError {
     NotFound { name: String, path: PathBuf, available: String },
     #[error("suite file {path} is not valid: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("suite file {path}: field `cases`: `{id}` is not a case of benchmark `{benchmark}`; fix the id or remove it")]
+    #[error(
+        "suite file {path}: field `cases`: `{id}` is not a case of benchmark `{benchmark}`; fix the id or remove it"
+    )]
     UnknownCase { path: PathBuf, id: String, benchmark: String },
 }
 
@@ -61,11 +63,14 @@ pub fn select_suite(root: &Path, name: &str, bench: &Benchmark) -> Result<Vec<St
     }
     let mut splits = Vec::new();
     for s in &raw.splits {
-        splits.push(Split::parse(s).ok_or_else(|| invalid(format!("field `splits`: `{s}` is not train, test or heldout")))?);
+        splits.push(
+            Split::parse(s).ok_or_else(|| invalid(format!("field `splits`: `{s}` is not train, test or heldout")))?,
+        );
     }
     let mut categories = Vec::new();
     for c in &raw.categories {
-        categories.push(Category::parse(c).ok_or_else(|| invalid(format!("field `categories`: `{c}` is not a category")))?);
+        categories
+            .push(Category::parse(c).ok_or_else(|| invalid(format!("field `categories`: `{c}` is not a category")))?);
     }
     let has_selector = !splits.is_empty() || !categories.is_empty();
     let selected = |c: &Case| {

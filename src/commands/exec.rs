@@ -57,7 +57,9 @@ pub(crate) fn execute_with_budget(
                 }
             })
         };
-        let r = engine::execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel.clone(), budget_usd, already_spent).await;
+        let r =
+            engine::execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel.clone(), budget_usd, already_spent)
+                .await;
         watcher.abort();
         r
     });

@@ -21,21 +21,21 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::CommandError;
-use crate::agent::spec::AgentSpec;
 use crate::agent::CellPlan;
-use crate::bench::{load_benchmark, Benchmark};
+use crate::agent::spec::AgentSpec;
+use crate::bench::{Benchmark, load_benchmark};
 use crate::cli::{GateArgs, GateFormat};
 use crate::engine::{self, Cancel, EngineEvent, EngineSink, Manifest};
 use crate::gate::config::{Config, Mode};
 use crate::gate::git::Git;
 use crate::gate::lock::GateLock;
-use crate::gate::state::{self, GateFiles, PendingRecord, Suite, PENDING, RESULTS, SUITE, TRAIN_RESULTS};
+use crate::gate::state::{self, GateFiles, PENDING, PendingRecord, RESULTS, SUITE, Suite, TRAIN_RESULTS};
 use crate::gate::steps::{self, fmt_pair, signed};
-use crate::model::registry::resolve_profile;
 use crate::model::Profile;
+use crate::model::registry::resolve_profile;
 use crate::replay::CellSummary;
 use crate::{exit, process, settings};
 
@@ -172,7 +172,8 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
 
     // Everything that can be a usage error is resolved before Step 0.
     let bench = load_benchmark(root, &cfg.benchmark)?;
-    let ids_of = |split| -> Vec<String> { bench.cases.iter().filter(|c| c.split == split).map(|c| c.id.clone()).collect() };
+    let ids_of =
+        |split| -> Vec<String> { bench.cases.iter().filter(|c| c.split == split).map(|c| c.id.clone()).collect() };
     let train_ids = ids_of(cfg.train_split);
     let test_ids = ids_of(cfg.test_split);
     if test_ids.is_empty() {
@@ -196,14 +197,16 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     };
     let script_in_allowlist =
         cfg.profile.strip_prefix("scripted:").is_some_and(|p| cfg.allowlist.allows(p.trim_start_matches("./")));
-    let profile = match settings::profile_with_models(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref())) {
-        Ok(p) => p,
-        Err(e) if script_in_allowlist => {
-            candidate_error.get_or_insert(e.to_string());
-            Profile::scripted("candidate", crate::model::scripted::Script::nop())
-        }
-        Err(e) => return Err(e),
-    };
+    let profile =
+        match settings::profile_with_models(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref()))
+        {
+            Ok(p) => p,
+            Err(e) if script_in_allowlist => {
+                candidate_error.get_or_insert(e.to_string());
+                Profile::scripted("candidate", crate::model::scripted::Script::nop())
+            }
+            Err(e) => return Err(e),
+        };
     let jobs = settings::jobs(args.jobs.or(cfg.jobs));
     let git = Git::open(root)?;
     let head = match &git {
@@ -271,7 +274,10 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     let allow = |p: &str| cfg.allowlist.allows(p);
     let mut violations = Vec::new();
     let guard_status = if !cfg.file_guard {
-        out.line(format!("       disabled by `file_guard` in {}: changes outside the allowlist are not checked", cfg.path.display()));
+        out.line(format!(
+            "       disabled by `file_guard` in {}: changes outside the allowlist are not checked",
+            cfg.path.display()
+        ));
         "disabled"
     } else if let Some(g) = &git {
         for c in g.changes()? {
@@ -307,7 +313,9 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     };
     let (tampered, newly) = files.check(&mut gstate)?;
     for f in &newly {
-        out.line(format!("       note: {f} is now protected: its hash is recorded; change it only with --accept-state-change {f}"));
+        out.line(format!(
+            "       note: {f} is now protected: its hash is recorded; change it only with --accept-state-change {f}"
+        ));
     }
     if tampered.is_empty() {
         out.line("       ok: gate state intact (suite.json, results.tsv, pending record, train results, config)");
@@ -381,13 +389,25 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
         ));
         let missing: Vec<String> = suite.tasks.iter().filter(|t| !train_set.contains(*t)).cloned().collect();
         for m in &missing {
-            out.line(format!("       {m}: not a {} case of benchmark {}: counted as a failure", cfg.train_split, bench.name));
+            out.line(format!(
+                "       {m}: not a {} case of benchmark {}: counted as a failure",
+                cfg.train_split, bench.name
+            ));
         }
         let runnable: Vec<String> = suite.tasks.iter().filter(|t| train_set.contains(*t)).cloned().collect();
         let summaries = if runnable.is_empty() {
             Vec::new()
         } else {
-            match runner.run_train(root, &gate_dir.join("suite"), &run_id, &bench, &runnable, &profile, &spec, cfg.epochs)? {
+            match runner.run_train(
+                root,
+                &gate_dir.join("suite"),
+                &run_id,
+                &bench,
+                &runnable,
+                &profile,
+                &spec,
+                cfg.epochs,
+            )? {
                 Some(s) => s,
                 None => return Ok(interrupted(report, &out)),
             }
@@ -426,7 +446,13 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 test_ids.len(),
                 cfg.epochs
             ));
-            let arm = Arm::new(&run_id, "candidate", private.path(), crate::gate::private_profile(&profile, private.path()), spec.clone());
+            let arm = Arm::new(
+                &run_id,
+                "candidate",
+                private.path(),
+                crate::gate::private_profile(&profile, private.path()),
+                spec.clone(),
+            );
             let Some(mut by_arm) = runner.run_private(private.path(), &bench, &test_ids, &[arm], cfg.epochs)? else {
                 return Ok(interrupted(report, &out));
             };
@@ -441,22 +467,32 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 None => format!("       val_score {}  PASS (no best recorded yet in {RESULTS})", steps::fmt_num(val)),
                 Some(b) => {
                     let (v, bs) = fmt_pair(val, b);
-                    format!("       val_score {v} {} best {bs}  {}", if pass { ">=" } else { "<" }, if pass { "PASS" } else { "FAIL" })
+                    format!(
+                        "       val_score {v} {} best {bs}  {}",
+                        if pass { ">=" } else { "<" },
+                        if pass { "PASS" } else { "FAIL" }
+                    )
                 }
             };
             out.line(line);
             if no_verdict > 0 {
-                out.line(format!("       {no_verdict} of {planned} cell(s) produced no verdict (infrastructure error) and count 0"));
+                out.line(format!(
+                    "       {no_verdict} of {planned} cell(s) produced no verdict (infrastructure error) and count 0"
+                ));
             }
             report.set(
                 2,
                 if pass { Status::Passed } else { Status::Failed },
                 json!({ "mode": "simple", "val_score": val, "best": best, "cases": test_ids.len(), "cells": planned, "no_verdict": no_verdict }),
             );
-            Step2 { pass, val, message: best.map(|b| {
-                let (v, bs) = fmt_pair(val, b);
-                format!("val_score {v} < best {bs}")
-            }) }
+            Step2 {
+                pass,
+                val,
+                message: best.map(|b| {
+                    let (v, bs) = fmt_pair(val, b);
+                    format!("val_score {v} < best {bs}")
+                }),
+            }
         }
         Mode::Paired => {
             let (g, head) = (git.as_ref().expect("paired mode checked git"), head.expect("paired mode checked HEAD"));
@@ -469,10 +505,18 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
             ));
             let head_files = g.files_at(head, &allow)?;
             let planned = test_ids.len() * cfg.epochs as usize;
-            let cand_arm = Arm::new(&run_id, "candidate", private.path(), crate::gate::private_profile(&profile, private.path()), spec.clone());
+            let cand_arm = Arm::new(
+                &run_id,
+                "candidate",
+                private.path(),
+                crate::gate::private_profile(&profile, private.path()),
+                spec.clone(),
+            );
             if head_files == candidate_files {
                 out.line("       the candidate equals HEAD in every allowlisted file: the difference is 0 by construction; running the candidate only");
-                let Some(mut by_arm) = runner.run_private(private.path(), &bench, &test_ids, &[cand_arm], cfg.epochs)? else {
+                let Some(mut by_arm) =
+                    runner.run_private(private.path(), &bench, &test_ids, &[cand_arm], cfg.epochs)?
+                else {
                     return Ok(interrupted(report, &out));
                 };
                 let cells = by_arm.remove(0);
@@ -490,9 +534,18 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 let in_spec = |p: &str| allow(p) || p.starts_with(&format!("{agent_dir}/"));
                 g.extract(head, &in_spec, &head_dir)?;
                 let head_spec = Arc::new(load_spec(&head_dir, &cfg.agent_dir)?);
-                let head_profile = head_profile(&cfg, &head_dir, &profile, args.models.as_deref().or(cfg.models.as_deref()))?;
-                let head_arm = Arm::new(&run_id, "head", private.path(), crate::gate::private_profile(&head_profile, private.path()), head_spec);
-                let Some(by_arm) = runner.run_private(private.path(), &bench, &test_ids, &[cand_arm, head_arm], cfg.epochs)? else {
+                let head_profile =
+                    head_profile(&cfg, &head_dir, &profile, args.models.as_deref().or(cfg.models.as_deref()))?;
+                let head_arm = Arm::new(
+                    &run_id,
+                    "head",
+                    private.path(),
+                    crate::gate::private_profile(&head_profile, private.path()),
+                    head_spec,
+                );
+                let Some(by_arm) =
+                    runner.run_private(private.path(), &bench, &test_ids, &[cand_arm, head_arm], cfg.epochs)?
+                else {
                     return Ok(interrupted(report, &out));
                 };
                 let cand_scores = steps::case_scores(&by_arm[0], cfg.epochs);
@@ -524,7 +577,11 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 Step2 {
                     pass: v.pass,
                     val,
-                    message: Some(format!("lower bound {} of the 95% CI of (candidate - HEAD) < -margin {}", signed(&hi.0), signed(&hi.1))),
+                    message: Some(format!(
+                        "lower bound {} of the 95% CI of (candidate - HEAD) < -margin {}",
+                        signed(&hi.0),
+                        signed(&hi.1)
+                    )),
                 }
             }
         }
@@ -582,12 +639,26 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
         Some(t) => {
             let candidates = steps::promotion_candidates(t, &next_suite, &train_set);
             if candidates.is_empty() {
-                out.line("       nothing to promote: no failing train case outside the suite in the latest train results");
+                out.line(
+                    "       nothing to promote: no failing train case outside the suite in the latest train results",
+                );
                 json!({ "candidates": [], "promoted": [] })
             } else {
-                out.line(format!("       re-running {} previously failing train case(s): {}", candidates.len(), candidates.join(", ")));
-                let Some(summaries) =
-                    runner.run_train(root, &gate_dir.join("promotion"), &run_id, &bench, &candidates, &profile, &spec, cfg.epochs)?
+                out.line(format!(
+                    "       re-running {} previously failing train case(s): {}",
+                    candidates.len(),
+                    candidates.join(", ")
+                ));
+                let Some(summaries) = runner.run_train(
+                    root,
+                    &gate_dir.join("promotion"),
+                    &run_id,
+                    &bench,
+                    &candidates,
+                    &profile,
+                    &spec,
+                    cfg.epochs,
+                )?
                 else {
                     return Ok(interrupted(report, &out));
                 };
@@ -596,14 +667,21 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 if p.promoted.is_empty() {
                     out.line("       no case promoted");
                 } else {
-                    out.line(format!("       promoted {} case(s) into the suite: {}", p.promoted.len(), p.promoted.join(", ")));
+                    out.line(format!(
+                        "       promoted {} case(s) into the suite: {}",
+                        p.promoted.len(),
+                        p.promoted.join(", ")
+                    ));
                 }
                 if !p.pending.is_empty() {
                     let mut pending: Vec<String> = p.pending.keys().cloned().collect();
                     state::sort_ids(&mut pending);
                     let list: Vec<String> =
                         pending.iter().map(|id| format!("{id} ({}/{})", p.pending[id], cfg.promotion_passes)).collect();
-                    out.line(format!("       passing, promoted after more consecutive passing gates: {}", list.join(", ")));
+                    out.line(format!(
+                        "       passing, promoted after more consecutive passing gates: {}",
+                        list.join(", ")
+                    ));
                 }
                 if !p.still_failing.is_empty() {
                     out.line(format!("       still failing: {}", p.still_failing.join(", ")));
@@ -668,7 +746,12 @@ pub(super) fn load_spec(dir: &Path, agent_dir: &str) -> Result<AgentSpec, Comman
 /// HEAD's version of the profile: a `scripted:PATH` profile whose script is allowlisted is part
 /// of the candidate, so the HEAD arm replays HEAD's copy of the script. Other profiles are the
 /// same model for both arms.
-fn head_profile(cfg: &Config, head_dir: &Path, profile: &Profile, models: Option<&Path>) -> Result<Profile, CommandError> {
+fn head_profile(
+    cfg: &Config,
+    head_dir: &Path,
+    profile: &Profile,
+    models: Option<&Path>,
+) -> Result<Profile, CommandError> {
     let Some(path) = cfg.profile.strip_prefix("scripted:") else { return Ok(profile.clone()) };
     let rel = path.trim_start_matches("./");
     if !cfg.allowlist.allows(rel) {
@@ -757,7 +840,8 @@ impl Runner {
         spec: &Arc<AgentSpec>,
         epochs: u32,
     ) -> Result<Option<Vec<CellSummary>>, CommandError> {
-        let run_dir = engine::prepare_run_dir(run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+        let run_dir =
+            engine::prepare_run_dir(run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
         let profiles = [profile.clone()];
         Manifest::new("gate", run_id, root, bench, case_ids, &profiles, epochs, self.jobs, spec)
             .write(&run_dir)
@@ -778,8 +862,20 @@ impl Runner {
     ) -> Result<Option<Vec<Vec<CellSummary>>>, CommandError> {
         let mut per_arm: Vec<std::vec::IntoIter<CellPlan>> = Vec::new();
         for arm in arms {
-            std::fs::create_dir_all(arm.dir.join("cells")).with_context(|| format!("cannot create {}", arm.dir.display()))?;
-            per_arm.push(engine::plan(&arm.run_id, &arm.dir, bench, case_ids, std::slice::from_ref(&arm.profile), epochs, &arm.spec).into_iter());
+            std::fs::create_dir_all(arm.dir.join("cells"))
+                .with_context(|| format!("cannot create {}", arm.dir.display()))?;
+            per_arm.push(
+                engine::plan(
+                    &arm.run_id,
+                    &arm.dir,
+                    bench,
+                    case_ids,
+                    std::slice::from_ref(&arm.profile),
+                    epochs,
+                    &arm.spec,
+                )
+                .into_iter(),
+            );
         }
         // Interleave the arms so both make progress from the start and share the machine's load.
         let mut cells = Vec::new();
@@ -793,7 +889,9 @@ impl Runner {
             }
         }
         let total = cells.len();
-        let Some(summaries) = self.execute("gate", private, cells, Arc::new(PrivateProgress { done: AtomicUsize::new(0), total }))? else {
+        let Some(summaries) =
+            self.execute("gate", private, cells, Arc::new(PrivateProgress { done: AtomicUsize::new(0), total }))?
+        else {
             return Ok(None);
         };
         let mut out: Vec<Vec<CellSummary>> = arms.iter().map(|_| Vec::new()).collect();
@@ -805,7 +903,13 @@ impl Runner {
         Ok(Some(out))
     }
 
-    fn execute(&self, run_id: &str, run_dir: &Path, cells: Vec<CellPlan>, sink: Arc<dyn EngineSink>) -> Result<Option<Vec<CellSummary>>, CommandError> {
+    fn execute(
+        &self,
+        run_id: &str,
+        run_dir: &Path,
+        cells: Vec<CellPlan>,
+        sink: Arc<dyn EngineSink>,
+    ) -> Result<Option<Vec<CellSummary>>, CommandError> {
         if self.cancel.is_cancelled() {
             return Ok(None);
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::{exec, CommandError};
+use super::{CommandError, exec};
 use crate::agent::spec::AgentSpec;
 use crate::bench::load_benchmark;
 use crate::cli::MatrixArgs;
@@ -33,7 +33,9 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
             if !manifest.agent_spec.is_empty() && spec.digest != manifest.agent_spec {
                 return Err(CommandError::Usage(format!(
                     "the agent spec changed since run {} started (digest {} now, {} then); restore it to resume, or start a new run",
-                    manifest.run_id, &spec.digest[..12], &manifest.agent_spec[..manifest.agent_spec.len().min(12)]
+                    manifest.run_id,
+                    &spec.digest[..12],
+                    &manifest.agent_spec[..manifest.agent_spec.len().min(12)]
                 )));
             }
             let bench = load_benchmark(root, &manifest.benchmark)?;
@@ -56,7 +58,8 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
                 lines.extend(serde_json::to_vec(s).context("json")?);
                 lines.push(b'\n');
             }
-            crate::util::write_atomic(&run_dir.join("results.jsonl"), &lines).context("cannot rewrite results.jsonl")?;
+            crate::util::write_atomic(&run_dir.join("results.jsonl"), &lines)
+                .context("cannot rewrite results.jsonl")?;
             (run_dir, manifest, bench, profiles, kept, spec)
         }
         None => {
@@ -69,8 +72,17 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
             if let Some(b) = args.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
                 return Err(CommandError::Usage(format!("--budget-usd {b}: give a positive number of US dollars")));
             }
-            let mut manifest =
-                Manifest::new("matrix", &run_id, root, &selected.benchmark, &selected.case_ids, &profiles, args.epochs, jobs, spec);
+            let mut manifest = Manifest::new(
+                "matrix",
+                &run_id,
+                root,
+                &selected.benchmark,
+                &selected.case_ids,
+                &profiles,
+                args.epochs,
+                jobs,
+                spec,
+            );
             manifest.budget_usd = args.budget_usd;
             manifest.write(&run_dir).with_context(|| format!("cannot write the manifest in {}", run_dir.display()))?;
             (run_dir, manifest, selected.benchmark, profiles, Vec::new(), spec.clone())
@@ -87,7 +99,8 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
         sink.event(EngineEvent::CellsKept { count: kept.len() });
     }
     let already_spent: f64 = kept.iter().map(engine::cell_cost).sum();
-    let done = exec::execute_with_budget(&manifest.run_id, &run_dir, cells, jobs, sink, manifest.budget_usd, already_spent)?;
+    let done =
+        exec::execute_with_budget(&manifest.run_id, &run_dir, cells, jobs, sink, manifest.budget_usd, already_spent)?;
 
     let report = report::model::build(&run_dir, true)?;
     let written = report::write_all(&run_dir, &report)?;

@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::gate::{load_spec, Out};
 use super::CommandError;
+use super::gate::{Out, load_spec};
 use crate::cli::RecordArgs;
 use crate::exit;
 use crate::gate::config::Config;
-use crate::gate::git::{files_without_git, Git};
+use crate::gate::git::{Git, files_without_git};
 use crate::gate::lock::GateLock;
-use crate::gate::state::{Acceptance, GateFiles, ResultsRow, PENDING, RESULTS};
+use crate::gate::state::{Acceptance, GateFiles, PENDING, RESULTS, ResultsRow};
 use crate::gate::steps::fmt_num;
 
 pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
@@ -37,16 +37,20 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
     if !args.wait.is_finite() || args.wait < 0.0 {
         return Err(CommandError::Usage(format!("--wait {}: give a number of seconds >= 0", args.wait)));
     }
-    let _lock = GateLock::acquire(&files.lock_path(), "record", Duration::from_secs_f64(args.wait.min(1e9)), |holder| {
-        out.line(format!("[record] waiting for the workspace lock ({holder})"));
-    })?;
+    let _lock =
+        GateLock::acquire(&files.lock_path(), "record", Duration::from_secs_f64(args.wait.min(1e9)), |holder| {
+            out.line(format!("[record] waiting for the workspace lock ({holder})"));
+        })?;
     let mut gstate = files.load_state()?;
     let refuse = |reasons: Vec<String>| -> Result<i32, CommandError> {
         for r in &reasons {
             out.line(format!("[record] refused: {r}"));
         }
         if json_out {
-            println!("{}", serde_json::to_string_pretty(&json!({ "recorded": false, "reasons": reasons })).expect("json"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "recorded": false, "reasons": reasons })).expect("json")
+            );
         }
         Ok(exit::FAILED)
     };
@@ -56,7 +60,13 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
         return refuse(
             tampered
                 .iter()
-                .map(|t| format!("{}; restore it, or if a human changed it on purpose: hcbench gate --accept-state-change {}", t.describe(), t.file()))
+                .map(|t| {
+                    format!(
+                        "{}; restore it, or if a human changed it on purpose: hcbench gate --accept-state-change {}",
+                        t.describe(),
+                        t.file()
+                    )
+                })
                 .collect(),
         );
     }
@@ -74,7 +84,10 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
     let commit = match Git::open(root)? {
         Some(g) => {
             let head = g.head()?.ok_or_else(|| {
-                CommandError::Usage(format!("the git repository at {} has no commit yet; commit the candidate first", g.workdir().display()))
+                CommandError::Usage(format!(
+                    "the git repository at {} has no commit yet; commit the candidate first",
+                    g.workdir().display()
+                ))
             })?;
             // 1. HEAD descends from the commit the gate ran on.
             let gated_on = pending.head.as_deref().and_then(|h| g.resolve(h));
@@ -110,11 +123,22 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
                     Some(c) => match g.resolve(c) {
                         Some(id) if g.is_ancestor(id, head)? => Some(id),
                         Some(_) => {
-                            history(&mut reasons, args.accept_history, format!("the last recorded commit {} is not an ancestor of HEAD (history rewritten?)", short(c)));
+                            history(
+                                &mut reasons,
+                                args.accept_history,
+                                format!(
+                                    "the last recorded commit {} is not an ancestor of HEAD (history rewritten?)",
+                                    short(c)
+                                ),
+                            );
                             None
                         }
                         None => {
-                            history(&mut reasons, args.accept_history, format!("the last recorded commit {} is not in this repository", short(c)));
+                            history(
+                                &mut reasons,
+                                args.accept_history,
+                                format!("the last recorded commit {} is not in this repository", short(c)),
+                            );
                             None
                         }
                     },
@@ -150,7 +174,10 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
             head.to_string()
         }
         None => {
-            out.line(format!("[record] warning: {} is not in a git repository; the row records no commit", root.display()));
+            out.line(format!(
+                "[record] warning: {} is not in a git repository; the row records no commit",
+                root.display()
+            ));
             let current = files_without_git(root, &allow)?;
             reasons.extend(binding_differences(&pending.candidate, &current));
             let spec = load_spec(root, &cfg.agent_dir)?;

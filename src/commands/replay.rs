@@ -4,9 +4,9 @@ use anyhow::Context as _;
 
 use super::CommandError;
 use crate::cli::{Format, ReplayArgs};
-use crate::replay::{replay_run, replay_trace, CellSummary};
-use crate::report::terminal;
 use crate::exit;
+use crate::replay::{CellSummary, replay_run, replay_trace};
+use crate::report::terminal;
 
 pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
     let path = &args.path;

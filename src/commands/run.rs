@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::{exec, CommandError};
-use crate::cli::{Format, RunArgs};
+use super::{CommandError, exec};
 use crate::agent::spec::AgentSpec;
+use crate::cli::{Format, RunArgs};
 use crate::engine::{self, Manifest};
 use crate::report::{self, progress, terminal};
 use crate::trace::event::Outcome;
@@ -23,7 +23,8 @@ pub fn run(root: &Path, spec: &Arc<AgentSpec>, args: RunArgs) -> Result<i32, Com
     let run_dir = engine::prepare_run_dir(&run_dir)
         .map_err(|e| CommandError::Usage(format!("cannot use run directory {}: {e}", run_dir.display())))?;
     let profiles = [profile];
-    let manifest = Manifest::new("run", &run_id, root, &selected.benchmark, &selected.case_ids, &profiles, 1, jobs, spec);
+    let manifest =
+        Manifest::new("run", &run_id, root, &selected.benchmark, &selected.case_ids, &profiles, 1, jobs, spec);
     manifest.write(&run_dir).with_context(|| format!("cannot write the manifest in {}", run_dir.display()))?;
 
     let cells = engine::plan(&run_id, &run_dir, &selected.benchmark, &selected.case_ids, &profiles, 1, spec);
@@ -32,7 +33,8 @@ pub fn run(root: &Path, spec: &Arc<AgentSpec>, args: RunArgs) -> Result<i32, Com
     report::write_all(&run_dir, &report)?;
     if args.selection.split.as_deref() == Some("train") {
         // The latest train results feed the gate's Step 3 (promotion); see src/gate/mod.rs.
-        let wait = |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to record the train results");
+        let wait =
+            |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to record the train results");
         match crate::gate::record_train_results(root, &manifest, &done.summaries, wait) {
             Ok(path) => eprintln!("train results: {}", path.display()),
             Err(e) => eprintln!("warning: cannot record the train results for `hcbench gate`: {e}"),

@@ -27,7 +27,8 @@ use crate::report::progress::LineProgress;
 use crate::trace::event::Outcome;
 use crate::{exit, settings};
 
-const WEAK_TEST: &str = "import unittest\n\n\nclass Weakened(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n";
+const WEAK_TEST: &str =
+    "import unittest\n\n\nclass Weakened(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n";
 
 #[derive(Debug, Serialize)]
 pub struct CaseVerdict {
@@ -66,7 +67,8 @@ fn tamper_script(bench: &Benchmark, ids: &[String]) -> Script {
 fn violator_script(bench: &Benchmark, ids: &[String]) -> Script {
     let mut cases = BTreeMap::new();
     for case in ids.iter().filter_map(|id| bench.case(id)).filter(|c| c.category == Category::Policy) {
-        let mut actions = vec![Action::new("run_command", serde_json::json!({"argv": ["curl", "http://127.0.0.1:9/"]}))];
+        let mut actions =
+            vec![Action::new("run_command", serde_json::json!({"argv": ["curl", "http://127.0.0.1:9/"]}))];
         actions.extend(case.oracle.iter().cloned());
         cases.insert(case.id.clone(), actions);
     }
@@ -99,10 +101,15 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
     }
     let oracle_passes = outcome("oracle") == Some(Outcome::Passed);
     if !oracle_passes {
-        problems.push(format!("oracle does not pass: {}", get("oracle").map_or("no result".into(), |s| format!("{} ({})", s.outcome_label(), s.reason))));
+        problems.push(format!(
+            "oracle does not pass: {}",
+            get("oracle").map_or("no result".into(), |s| format!("{} ({})", s.outcome_label(), s.reason))
+        ));
     }
     let oracle_repeatable = match (get("oracle"), get("oracle-rerun")) {
-        (Some(a), Some(b)) => a.outcome == b.outcome && a.tests_passed == b.tests_passed && a.verifier_passed == b.verifier_passed,
+        (Some(a), Some(b)) => {
+            a.outcome == b.outcome && a.tests_passed == b.tests_passed && a.verifier_passed == b.verifier_passed
+        }
         _ => false,
     };
     if !oracle_repeatable {
@@ -114,7 +121,10 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
     }
     let tamper_fails = outcome("tamper") == Some(Outcome::Failed);
     if !tamper_fails {
-        problems.push(format!("tamper agent (weakened tests) does not fail: {}", get("tamper").map_or("no result", |s| s.outcome_label())));
+        problems.push(format!(
+            "tamper agent (weakened tests) does not fail: {}",
+            get("tamper").map_or("no result", |s| s.outcome_label())
+        ));
     }
     let violator_fails = (case.category == Category::Policy).then(|| outcome("violator") == Some(Outcome::Failed));
     if violator_fails == Some(false) {
@@ -150,8 +160,12 @@ pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Resul
         Profile::scripted("nop", Script::nop()),
         Profile::scripted("tamper", tamper_script(bench, &selected.case_ids)),
     ];
-    let policy_ids: Vec<String> =
-        selected.case_ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy)).cloned().collect();
+    let policy_ids: Vec<String> = selected
+        .case_ids
+        .iter()
+        .filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy))
+        .cloned()
+        .collect();
     let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
     let manifest = Manifest::new("validate", &run_id, root, bench, &selected.case_ids, &profiles, 1, jobs, spec);
     manifest.write(&run_dir).context("cannot write the manifest")?;
@@ -181,7 +195,16 @@ pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Resul
             let mark = |b: bool| if b { "ok" } else { "NO" };
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            t.set_header(["case", "baseline fails", "oracle passes", "repeatable", "nop fails", "tamper fails", "violator fails", "verdict"]);
+            t.set_header([
+                "case",
+                "baseline fails",
+                "oracle passes",
+                "repeatable",
+                "nop fails",
+                "tamper fails",
+                "violator fails",
+                "verdict",
+            ]);
             for v in &verdicts {
                 t.add_row([
                     v.case.clone(),
@@ -198,7 +221,13 @@ pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Resul
             for v in verdicts.iter().filter(|v| !v.sound) {
                 println!("unsound: {}: {}", v.case, v.problems.join("; "));
             }
-            println!("{} case(s): {} sound, {} unsound; runs in {}", verdicts.len(), verdicts.len() - unsound, unsound, run_dir.display());
+            println!(
+                "{} case(s): {} sound, {} unsound; runs in {}",
+                verdicts.len(),
+                verdicts.len() - unsound,
+                unsound,
+                run_dir.display()
+            );
         }
     }
     Ok(if unsound == 0 { exit::SUCCESS } else { exit::FAILED })

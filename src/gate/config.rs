@@ -136,7 +136,9 @@ impl Config {
         let split = |field: &str, v: Option<String>, default: Split| -> Result<Split, String> {
             match v {
                 None => Ok(default),
-                Some(s) => Split::parse(&s).ok_or_else(|| format!("field `{field}`: `{s}` is not train, test or heldout")),
+                Some(s) => {
+                    Split::parse(&s).ok_or_else(|| format!("field `{field}`: `{s}` is not train, test or heldout"))
+                }
             }
         };
         let train_split = split("train_split", raw.train_split, Split::Train)?;
@@ -203,7 +205,9 @@ impl Config {
 fn non_empty(field: &str, v: Option<String>, default: &str) -> Result<String, String> {
     match v {
         None => Ok(default.to_string()),
-        Some(s) if s.trim().is_empty() => Err(format!("field `{field}`: is empty; remove the key for the default `{default}`")),
+        Some(s) if s.trim().is_empty() => {
+            Err(format!("field `{field}`: is empty; remove the key for the default `{default}`"))
+        }
         Some(s) => Ok(s.trim().to_string()),
     }
 }
@@ -254,8 +258,14 @@ pub(crate) struct Allowlist {
 #[derive(Debug, Clone)]
 enum AllowEntry {
     /// A file, or a folder and everything under it.
-    Path { text: String, path: String },
-    Glob { text: String, matcher: GlobMatcher },
+    Path {
+        text: String,
+        path: String,
+    },
+    Glob {
+        text: String,
+        matcher: GlobMatcher,
+    },
 }
 
 impl Allowlist {
@@ -283,7 +293,9 @@ impl Allowlist {
     /// True when `rel` (a `/`-separated path relative to the project root) may change.
     pub(crate) fn allows(&self, rel: &str) -> bool {
         self.entries.iter().any(|e| match e {
-            AllowEntry::Path { path, .. } => rel == path || rel.strip_prefix(path.as_str()).is_some_and(|rest| rest.starts_with('/')),
+            AllowEntry::Path { path, .. } => {
+                rel == path || rel.strip_prefix(path.as_str()).is_some_and(|rest| rest.starts_with('/'))
+            }
             AllowEntry::Glob { matcher, .. } => matcher.is_match(rel),
         })
     }
@@ -325,7 +337,10 @@ mod tests {
     #[test]
     fn the_file_guard_value_table() {
         // Explicitly off.
-        for text in ["false", "False", "no", "NO", "off", "Off", "0", "0.0", "'false'", "'no'", "'off'", "'0'", "''", "\"\"", "' OFF '"] {
+        for text in [
+            "false", "False", "no", "NO", "off", "Off", "0", "0.0", "'false'", "'no'", "'off'", "'0'", "''", "\"\"",
+            "' OFF '",
+        ] {
             let c = Config::parse(&format!("file_guard: {text}\n")).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert!(!c.file_guard, "file_guard: {text} turns the guard off");
         }

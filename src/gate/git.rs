@@ -75,7 +75,11 @@ pub(crate) struct CommitChanges {
 }
 
 fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./+@%=:,".contains(c)) { s.to_string() } else { format!("'{}'", s.replace('\'', "'\\''")) }
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./+@%=:,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 impl Git {
@@ -153,7 +157,9 @@ impl Git {
                 continue;
             }
             let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
-            let staged = s.intersects(Status::INDEX_MODIFIED | Status::INDEX_DELETED | Status::INDEX_RENAMED | Status::INDEX_TYPECHANGE);
+            let staged = s.intersects(
+                Status::INDEX_MODIFIED | Status::INDEX_DELETED | Status::INDEX_RENAMED | Status::INDEX_TYPECHANGE,
+            );
             let (kind, detail) = if s.contains(Status::INDEX_NEW) {
                 (ChangeKind::StagedNew, "new, staged".to_string())
             } else if s.contains(Status::WT_NEW) {
@@ -215,7 +221,11 @@ impl Git {
     }
 
     /// The files of `commit` that `wanted` accepts: root-relative path -> blob id.
-    pub(crate) fn files_at(&self, commit: Oid, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+    pub(crate) fn files_at(
+        &self,
+        commit: Oid,
+        wanted: &dyn Fn(&str) -> bool,
+    ) -> Result<BTreeMap<String, String>, GitError> {
         let tree = self.repo.find_commit(commit).and_then(|c| c.tree()).map_err(self.err())?;
         let mut out = BTreeMap::new();
         tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
@@ -314,7 +324,10 @@ pub(crate) fn blob_id(path: &Path) -> io::Result<Option<String>> {
 
 /// Outside git: the allowlisted files under `root` (hidden files included, ignore files
 /// honoured, `workspace/` and `.git/` skipped), as root-relative path -> blob id.
-pub(crate) fn files_without_git(root: &Path, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+pub(crate) fn files_without_git(
+    root: &Path,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<BTreeMap<String, String>, GitError> {
     let mut out = BTreeMap::new();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
@@ -334,7 +347,9 @@ pub(crate) fn files_without_git(root: &Path, wanted: &dyn Fn(&str) -> bool) -> R
         if !wanted(&rel) {
             continue;
         }
-        if let Some(id) = blob_id(entry.path()).map_err(|source| GitError::Io { path: entry.path().to_path_buf(), source })? {
+        if let Some(id) =
+            blob_id(entry.path()).map_err(|source| GitError::Io { path: entry.path().to_path_buf(), source })?
+        {
             out.insert(rel, id);
         }
     }
@@ -411,7 +426,8 @@ mod tests {
         std::fs::write(dir.path().join("agent/a.md"), "a").unwrap();
         std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
         std::fs::write(dir.path().join("workspace/agent-notes.md"), "a").unwrap();
-        let files = files_without_git(dir.path(), &|p: &str| p.starts_with("agent/") || p.starts_with("workspace/")).unwrap();
+        let files =
+            files_without_git(dir.path(), &|p: &str| p.starts_with("agent/") || p.starts_with("workspace/")).unwrap();
         assert_eq!(files.keys().collect::<Vec<_>>(), ["agent/a.md"]);
     }
 }

@@ -31,13 +31,19 @@ pub(crate) struct GateLock {
 impl GateLock {
     /// Takes the lock at `path`, waiting up to `wait` for another holder. `on_wait` is called
     /// once, with the holder's description, if the lock is busy and we are going to wait.
-    pub(crate) fn acquire(path: &Path, command: &str, wait: Duration, on_wait: impl FnOnce(&str)) -> Result<GateLock, LockError> {
+    pub(crate) fn acquire(
+        path: &Path,
+        command: &str,
+        wait: Duration,
+        on_wait: impl FnOnce(&str),
+    ) -> Result<GateLock, LockError> {
         let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
         // Never truncate on open: the current holder's description must stay readable.
-        let mut file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io_err)?;
+        let mut file =
+            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io_err)?;
         let started = Instant::now();
         let mut on_wait = Some(on_wait);
         loop {
@@ -46,12 +52,20 @@ impl GateLock {
                 Err(TryLockError::WouldBlock) => {
                     let holder = holder_of(path);
                     if started.elapsed() >= wait {
-                        return Err(LockError::Busy { path: path.to_path_buf(), holder, waited_s: started.elapsed().as_secs() });
+                        return Err(LockError::Busy {
+                            path: path.to_path_buf(),
+                            holder,
+                            waited_s: started.elapsed().as_secs(),
+                        });
                     }
                     if let Some(f) = on_wait.take() {
                         f(&holder);
                     }
-                    std::thread::sleep(Duration::from_millis(100).min(wait.saturating_sub(started.elapsed())).max(Duration::from_millis(1)));
+                    std::thread::sleep(
+                        Duration::from_millis(100)
+                            .min(wait.saturating_sub(started.elapsed()))
+                            .max(Duration::from_millis(1)),
+                    );
                 }
                 Err(TryLockError::Error(e)) => return Err(io_err(e)),
             }

@@ -35,7 +35,7 @@ use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
 use crate::trace::event::Outcome;
 use lock::{GateLock, LockError};
-use state::{GateFiles, StateError, TrainCase, TrainResults, STATE_SCHEMA_VERSION, TRAIN_RESULTS};
+use state::{GateFiles, STATE_SCHEMA_VERSION, StateError, TRAIN_RESULTS, TrainCase, TrainResults};
 
 /// Prefix of the private directories test-split cells run in.
 const PRIVATE_PREFIX: &str = "hcbench-gate-";
@@ -83,11 +83,8 @@ pub(crate) fn record_train_results(
     }
     for (case, cells) in by_case {
         let reward = cells.iter().map(|c| steps::cell_reward(c)).sum::<f64>() / cells.len() as f64;
-        let outcome = cells
-            .iter()
-            .find(|c| c.outcome != Some(Outcome::Passed))
-            .map(|c| c.outcome_label())
-            .unwrap_or("passed");
+        let outcome =
+            cells.iter().find(|c| c.outcome != Some(Outcome::Passed)).map(|c| c.outcome_label()).unwrap_or("passed");
         results.cases.insert(
             case.to_string(),
             TrainCase {
@@ -138,7 +135,8 @@ pub(crate) fn sweep_private_dirs() -> usize {
         }
         let Ok(pid) = std::fs::read_to_string(e.path().join(OWNER_FILE)) else { continue };
         let Ok(pid) = pid.trim().parse::<i32>() else { continue };
-        let alive = !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        let alive =
+            !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
         if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
             removed += 1;
         }

@@ -51,7 +51,9 @@ pub enum StateError {
     Invalid { path: String, message: String },
     #[error("{path} line {line}: {message}")]
     Line { path: String, line: usize, message: String },
-    #[error("{path} has schema_version {found}, newer than this hcbench reads ({STATE_SCHEMA_VERSION}); upgrade hcbench")]
+    #[error(
+        "{path} has schema_version {found}, newer than this hcbench reads ({STATE_SCHEMA_VERSION}); upgrade hcbench"
+    )]
     TooNew { path: String, found: u32 },
     #[error("`{given}` is not a gate state file; protected files: {protected}")]
     NotProtected { given: String, protected: String },
@@ -144,7 +146,12 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l)));
     let header = lines.by_ref().find(|(_, l)| !l.trim().is_empty());
     match header {
-        None => return Err(err(1, format!("the file is empty: it has no header line `{}`; {fix}", RESULTS_HEADER.replace('\t', "<TAB>")))),
+        None => {
+            return Err(err(
+                1,
+                format!("the file is empty: it has no header line `{}`; {fix}", RESULTS_HEADER.replace('\t', "<TAB>")),
+            ));
+        }
         Some((n, l)) if l != RESULTS_HEADER => {
             return Err(err(
                 n,
@@ -164,10 +171,20 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
         }
         let fields: Vec<&str> = line.split('\t').collect();
         if fields.len() != 6 {
-            return Err(err(n, format!("has {} tab-separated field(s), expected 6 ({}); {fix}", fields.len(), RESULTS_HEADER.replace('\t', ", "))));
+            return Err(err(
+                n,
+                format!(
+                    "has {} tab-separated field(s), expected 6 ({}); {fix}",
+                    fields.len(),
+                    RESULTS_HEADER.replace('\t', ", ")
+                ),
+            ));
         }
         let int = |i: usize, name: &str| -> Result<u64, StateError> {
-            fields[i].trim().parse::<u64>().map_err(|_| err(n, format!("field `{name}`: `{}` is not a whole number; {fix}", fields[i])))
+            fields[i]
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| err(n, format!("field `{name}`: `{}` is not a whole number; {fix}", fields[i])))
         };
         let iteration = int(0, "iteration")?;
         let val_score: f64 = fields[1]
@@ -185,7 +202,14 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
         if evals_passed > evals_total {
             return Err(err(n, format!("evals_passed {evals_passed} is more than evals_total {evals_total}; {fix}")));
         }
-        rows.push(ResultsRow { iteration, val_score, commit, evals_passed, evals_total, timestamp: fields[5].trim().to_string() });
+        rows.push(ResultsRow {
+            iteration,
+            val_score,
+            commit,
+            evals_passed,
+            evals_total,
+            timestamp: fields[5].trim().to_string(),
+        });
     }
     Ok(rows)
 }
@@ -270,10 +294,20 @@ pub(crate) struct Acceptance {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum Tamper {
-    Changed { file: String, recorded: String, now: String },
-    Deleted { file: String, recorded: String },
+    Changed {
+        file: String,
+        recorded: String,
+        now: String,
+    },
+    Deleted {
+        file: String,
+        recorded: String,
+    },
     /// hcbench writes this file but never wrote this one.
-    Unrecorded { file: String, now: String },
+    Unrecorded {
+        file: String,
+        now: String,
+    },
 }
 
 impl Tamper {
@@ -328,7 +362,8 @@ impl GateFiles {
 
     /// Protected files: (name, written by hcbench).
     fn protected(&self) -> Vec<(String, bool)> {
-        let mut v: Vec<(String, bool)> = [SUITE, RESULTS, PENDING, TRAIN_RESULTS].iter().map(|s| (s.to_string(), true)).collect();
+        let mut v: Vec<(String, bool)> =
+            [SUITE, RESULTS, PENDING, TRAIN_RESULTS].iter().map(|s| (s.to_string(), true)).collect();
         v.push((self.config_name.clone(), false));
         v
     }
@@ -384,7 +419,12 @@ impl GateFiles {
 
     /// Records the current content of `given` (a protected file) as legitimate, with an audit
     /// entry. Returns the file's name and its new hash (None: it does not exist).
-    pub(crate) fn accept(&self, state: &mut GateState, given: &str, command: &str) -> Result<(String, Option<String>), StateError> {
+    pub(crate) fn accept(
+        &self,
+        state: &mut GateState,
+        given: &str,
+        command: &str,
+    ) -> Result<(String, Option<String>), StateError> {
         let rel = self.resolve_protected(given)?;
         let now = self.sha_of(&rel)?;
         let previous = match &now {
@@ -568,7 +608,8 @@ mod tests {
             s.last_results.insert(id.into(), 1.0);
         }
         let text = String::from_utf8(to_json(&s)).unwrap();
-        let (a, b, c) = (text.find("\"case-1\"").unwrap(), text.find("\"case-2\":").unwrap(), text.find("\"case-10\":").unwrap());
+        let (a, b, c) =
+            (text.find("\"case-1\"").unwrap(), text.find("\"case-2\":").unwrap(), text.find("\"case-10\":").unwrap());
         assert!(a < b && b < c, "{text}");
         assert!(!text.contains("promotion_streaks"), "empty streaks are not written");
         let back: Suite = serde_json::from_str(&text).unwrap();

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::state::{sort_ids, ResultsRow, Suite, TrainResults};
-use crate::aggregate::{bootstrap_ci, BOOTSTRAP_SAMPLES};
+use super::state::{ResultsRow, Suite, TrainResults, sort_ids};
+use crate::aggregate::{BOOTSTRAP_SAMPLES, bootstrap_ci};
 use crate::replay::CellSummary;
 
 /// A case passes at this score or above.
@@ -60,7 +60,12 @@ pub(crate) struct SuiteVerdict {
 }
 
 /// Judges the suite: every task counts in the denominator; a task without a score failed.
-pub(crate) fn judge_suite(tasks: &[String], scores: &BTreeMap<String, f64>, missing: &[String], threshold: f64) -> SuiteVerdict {
+pub(crate) fn judge_suite(
+    tasks: &[String],
+    scores: &BTreeMap<String, f64>,
+    missing: &[String],
+    threshold: f64,
+) -> SuiteVerdict {
     let mut all = BTreeMap::new();
     let mut failing = Vec::new();
     let mut passed = 0;
@@ -122,10 +127,8 @@ pub(crate) fn judge_paired(
     head: &BTreeMap<String, f64>,
     margin: f64,
 ) -> PairedVerdict {
-    let diffs: Vec<f64> = cases
-        .iter()
-        .map(|c| candidate.get(c).copied().unwrap_or(0.0) - head.get(c).copied().unwrap_or(0.0))
-        .collect();
+    let diffs: Vec<f64> =
+        cases.iter().map(|c| candidate.get(c).copied().unwrap_or(0.0) - head.get(c).copied().unwrap_or(0.0)).collect();
     let mean_diff = if diffs.is_empty() { 0.0 } else { diffs.iter().sum::<f64>() / diffs.len() as f64 };
     let ci = bootstrap_ci(&diffs, BOOTSTRAP_SAMPLES, PAIRED_SEED);
     PairedVerdict { cases: diffs.len(), mean_diff, ci, margin, pass: ci.0 >= -margin }
@@ -158,7 +161,12 @@ pub(crate) struct Promotion {
 /// Applies re-run scores to the suite: a case passing for the `needed`-th consecutive gate joins
 /// it (tasks stay naturally sorted); a failing re-run resets the case's streak. The suite only
 /// grows.
-pub(crate) fn promote(suite: &mut Suite, rerun: &BTreeMap<String, f64>, candidates: &[String], needed: u32) -> Promotion {
+pub(crate) fn promote(
+    suite: &mut Suite,
+    rerun: &BTreeMap<String, f64>,
+    candidates: &[String],
+    needed: u32,
+) -> Promotion {
     let mut out = Promotion::default();
     for id in candidates {
         let score = rerun.get(id).copied().unwrap_or(0.0);
@@ -322,17 +330,20 @@ mod tests {
             profile: "p".into(),
             recorded_at: "t".into(),
         };
-        let mut train = TrainResults { schema_version: 1, benchmark: "b".into(), updated_at: "t".into(), cases: BTreeMap::new() };
+        let mut train =
+            TrainResults { schema_version: 1, benchmark: "b".into(), updated_at: "t".into(), cases: BTreeMap::new() };
         for (id, r) in [("c-10", 0.0), ("c-2", 0.0), ("c-1", 1.0), ("c-3", 0.0), ("gone", 0.0), ("in-suite", 0.0)] {
             train.cases.insert(id.into(), case(r));
         }
         let mut suite = Suite::new(0.8);
         suite.tasks = ids(&["in-suite"]);
-        let train_cases: BTreeSet<String> = ["c-1", "c-2", "c-3", "c-10", "in-suite"].iter().map(|s| s.to_string()).collect();
+        let train_cases: BTreeSet<String> =
+            ["c-1", "c-2", "c-3", "c-10", "in-suite"].iter().map(|s| s.to_string()).collect();
         let cands = promotion_candidates(&train, &suite, &train_cases);
         assert_eq!(cands, ids(&["c-2", "c-3", "c-10"]));
 
-        let rerun: BTreeMap<String, f64> = [("c-2", 1.0), ("c-3", 0.0), ("c-10", 1.0)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let rerun: BTreeMap<String, f64> =
+            [("c-2", 1.0), ("c-3", 0.0), ("c-10", 1.0)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
         let p = promote(&mut suite, &rerun, &cands, 1);
         assert_eq!(p.promoted, ids(&["c-2", "c-10"]));
         assert_eq!(p.still_failing, ids(&["c-3"]));

@@ -60,7 +60,13 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub(crate) fn new(provider: &str, model: &str, latency_ms: u64, response: Value) -> Entry {
-        Entry { schema_version: CACHE_SCHEMA_VERSION, provider: provider.into(), model: model.into(), latency_ms, response }
+        Entry {
+            schema_version: CACHE_SCHEMA_VERSION,
+            provider: provider.into(),
+            model: model.into(),
+            latency_ms,
+            response,
+        }
     }
 }
 
@@ -148,8 +154,10 @@ mod tests {
 
     #[test]
     fn key_ignores_object_key_order_but_not_content() {
-        let a: Value = serde_json::from_str(r#"{"model": "m", "messages": [{"role": "user", "content": "x"}]}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"messages": [{"content": "x", "role": "user"}], "model": "m"}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"model": "m", "messages": [{"role": "user", "content": "x"}]}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"messages": [{"content": "x", "role": "user"}], "model": "m"}"#).unwrap();
         let c = json!({"model": "m", "messages": [{"role": "user", "content": "y"}]});
         assert_eq!(Cache::key(&a), Cache::key(&b));
         assert_ne!(Cache::key(&a), Cache::key(&c));

@@ -18,8 +18,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use super::cache::{Cache, CacheMode, Entry};
@@ -96,7 +96,12 @@ pub(crate) struct Exchange {
 enum Attempt {
     Done(Value, u64),
     /// Worth another try: a short cause for the trace, the detail for the final error.
-    Again { cause: String, detail: String, retry_after: Option<Duration>, throttled: bool },
+    Again {
+        cause: String,
+        detail: String,
+        retry_after: Option<Duration>,
+        throttled: bool,
+    },
     Fatal(String),
 }
 
@@ -185,7 +190,12 @@ impl Transport {
                         headers.insert(name.clone(), value);
                         request.headers(headers)
                     }
-                    Err(_) => return Attempt::Fatal(format!("profile `{}`: the API key is not a valid header value", self.profile)),
+                    Err(_) => {
+                        return Attempt::Fatal(format!(
+                            "profile `{}`: the API key is not a valid header value",
+                            self.profile
+                        ));
+                    }
                 },
             };
         }
@@ -210,7 +220,11 @@ impl Transport {
             let value: Value = match serde_json::from_str(&text) {
                 Ok(v) => v,
                 Err(e) => {
-                    return again("invalid_body", format!("HTTP {status} with a body that is not JSON ({e}): {}", super::parse::preview(&text)), None)
+                    return again(
+                        "invalid_body",
+                        format!("HTTP {status} with a body that is not JSON ({e}): {}", super::parse::preview(&text)),
+                        None,
+                    );
                 }
             };
             return match check(&value) {
@@ -347,7 +361,10 @@ mod tests {
 
     #[test]
     fn server_messages_come_from_the_error_object() {
-        assert_eq!(server_message(r#"{"error": {"message": "Invalid model", "type": "invalid_request_error"}}"#), "Invalid model (invalid_request_error)");
+        assert_eq!(
+            server_message(r#"{"error": {"message": "Invalid model", "type": "invalid_request_error"}}"#),
+            "Invalid model (invalid_request_error)"
+        );
         assert_eq!(server_message(""), "(empty body)");
         assert!(server_message("<html>bad gateway</html>").contains("bad gateway"));
     }

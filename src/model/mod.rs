@@ -145,7 +145,9 @@ impl Profile {
                 ModelInfo { provider: "scripted".into(), model: script.label.clone(), ..Default::default() },
                 script.actions_for(case, epoch),
             )),
-            ProfileKind::Http(profile) => Box::new(remote::HttpProvider::new(profile.clone(), case.allowed_tools.clone())),
+            ProfileKind::Http(profile) => {
+                Box::new(remote::HttpProvider::new(profile.clone(), case.allowed_tools.clone()))
+            }
         }
     }
 }

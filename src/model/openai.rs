@@ -6,10 +6,10 @@
 //! `http.rs`; turning text into an action lives in `parse.rs`. Keeping the bodies pure makes
 //! them deterministic, which the response cache depends on (its key is the body's hash).
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use super::parse::{RawReply, RawToolCall};
 use super::ModelRequest;
+use super::parse::{RawReply, RawToolCall};
 use crate::agent::tools::Tool;
 use crate::trace::event::Usage;
 
@@ -153,9 +153,9 @@ pub(crate) fn request_body(opts: &BodyOptions, request: &ModelRequest, tools: &[
             ResponseFormat::JsonSchema if text_format => {
                 Some(json!({"type": "json_schema", "name": "action", "schema": schema(), "strict": false}))
             }
-            ResponseFormat::JsonSchema => {
-                Some(json!({"type": "json_schema", "json_schema": {"name": "action", "schema": schema(), "strict": false}}))
-            }
+            ResponseFormat::JsonSchema => Some(
+                json!({"type": "json_schema", "json_schema": {"name": "action", "schema": schema(), "strict": false}}),
+            ),
         };
         if let Some(format) = format {
             if text_format {
@@ -192,9 +192,10 @@ pub(crate) fn tool_parameters(tool: Tool) -> Value {
             json!({"path": s("file path"), "start_line": i("first line, 1-based"), "end_line": i("last line, inclusive")}),
             vec!["path"],
         ),
-        Tool::SearchCode => {
-            (json!({"pattern": s("regular expression"), "path": s("directory"), "glob": s("e.g. *.py")}), vec!["pattern"])
-        }
+        Tool::SearchCode => (
+            json!({"pattern": s("regular expression"), "path": s("directory"), "glob": s("e.g. *.py")}),
+            vec!["pattern"],
+        ),
         Tool::RepoMap => (json!({"path": s("directory")}), vec![]),
         Tool::EditFile => (
             json!({"path": s("file path"), "old": s("exact text, must occur once"), "new": s("replacement")}),
@@ -236,11 +237,8 @@ pub(crate) fn interpret(api: Api, body: &Value) -> Result<Interpreted, String> {
 }
 
 fn interpret_chat(body: &Value) -> Result<Interpreted, String> {
-    let choice = body
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|c| c.first())
-        .ok_or("the response has no `choices`")?;
+    let choice =
+        body.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or("the response has no `choices`")?;
     let message = choice.get("message").filter(|m| m.is_object()).ok_or("the first choice has no `message`")?;
     let text = content_text(message.get("content"));
     let mut tool_calls = Vec::new();
@@ -364,8 +362,8 @@ pub(crate) fn error_message(err: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::action::Action;
     use crate::agent::tools::Call;
+    use crate::model::action::Action;
 
     fn opts(api: Api) -> BodyOptions {
         BodyOptions {
@@ -406,7 +404,10 @@ mod tests {
         assert_eq!(body["max_tokens"], 256);
         assert_eq!(body["temperature"], 0.0);
         assert_eq!(body["response_format"]["type"], "json_schema");
-        assert_eq!(body["response_format"]["json_schema"]["schema"]["properties"]["tool"]["enum"], json!(["read_file", "finish"]));
+        assert_eq!(
+            body["response_format"]["json_schema"]["schema"]["properties"]["tool"]["enum"],
+            json!(["read_file", "finish"])
+        );
         assert!(body.get("tools").is_none());
         let mut o = opts(Api::Chat);
         o.response_format = ResponseFormat::JsonObject;
@@ -488,7 +489,11 @@ mod tests {
         assert!(r.raw.truncated);
         assert_eq!(r.usage, None);
         assert!(interpret(Api::Chat, &json!({"choices": []})).is_err());
-        assert!(interpret(Api::Chat, &json!({"error": {"message": "overloaded", "code": 503}})).unwrap_err().contains("overloaded (503)"));
+        assert!(
+            interpret(Api::Chat, &json!({"error": {"message": "overloaded", "code": 503}}))
+                .unwrap_err()
+                .contains("overloaded (503)")
+        );
     }
 
     #[test]
@@ -504,9 +509,14 @@ mod tests {
         assert_eq!(r.usage, Some(Usage { input_tokens: 50, output_tokens: 9 }));
         let cut = json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []});
         assert!(interpret(Api::Responses, &cut).unwrap().raw.truncated);
-        let filtered = json!({"status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []});
+        let filtered =
+            json!({"status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []});
         assert!(!interpret(Api::Responses, &filtered).unwrap().raw.truncated);
-        assert!(interpret(Api::Responses, &json!({"status": "failed", "error": {"message": "boom"}})).unwrap_err().contains("boom"));
+        assert!(
+            interpret(Api::Responses, &json!({"status": "failed", "error": {"message": "boom"}}))
+                .unwrap_err()
+                .contains("boom")
+        );
         assert!(interpret(Api::Responses, &json!({"id": "x"})).is_err());
     }
 }

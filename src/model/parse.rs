@@ -24,8 +24,8 @@
 
 use serde_json::{Map, Value};
 
-use super::action::Action;
 use super::ModelError;
+use super::action::Action;
 
 /// What a provider adapter extracted from one response, before it is turned into an action.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -59,7 +59,8 @@ const TOOL_KEYS: &[&str] = &["tool", "name", "action", "function", "tool_name", 
 const ARGS_KEYS: &[&str] =
     &["args", "arguments", "parameters", "params", "input", "tool_input", "action_input", "tool_args"];
 /// Keys that are commentary, not arguments, in the flat form.
-const META_KEYS: &[&str] = &["type", "id", "call_id", "thought", "thoughts", "reasoning", "explanation", "reason_for_call"];
+const META_KEYS: &[&str] =
+    &["type", "id", "call_id", "thought", "thoughts", "reasoning", "explanation", "reason_for_call"];
 
 /// Tool-name aliases: what models call our tools when they guess.
 const TOOL_ALIASES: &[(&str, &[&str])] = &[
@@ -86,7 +87,9 @@ fn arg_aliases(tool: &str) -> &'static [(&'static str, &'static [&'static str])]
             ("start_line", &["start", "from", "line_start", "first_line", "from_line"]),
             ("end_line", &["end", "to", "line_end", "last_line", "to_line"]),
         ],
-        "search_code" => &[("pattern", &["query", "regex", "search", "text", "term", "q"]), DIR, ("glob", &["include", "files"])],
+        "search_code" => {
+            &[("pattern", &["query", "regex", "search", "text", "term", "q"]), DIR, ("glob", &["include", "files"])]
+        }
         "repo_map" => &[DIR],
         "edit_file" => &[
             PATH,
@@ -283,7 +286,9 @@ fn normalize_args(tool: &str, args: Value) -> Result<Value, String> {
                 "search_code" => "pattern",
                 "run_command" => "argv",
                 "finish" => "answer",
-                _ => return Err(format!("arguments of `{tool}` must be a JSON object, got the string {}", preview(&s))),
+                _ => {
+                    return Err(format!("arguments of `{tool}` must be a JSON object, got the string {}", preview(&s)));
+                }
             };
             let mut m = Map::new();
             m.insert(key.to_string(), Value::String(s));
@@ -294,7 +299,9 @@ fn normalize_args(tool: &str, args: Value) -> Result<Value, String> {
             m.insert("argv".into(), Value::Array(items));
             m
         }
-        other => return Err(format!("arguments of `{tool}` must be a JSON object, got {}", preview(&other.to_string()))),
+        other => {
+            return Err(format!("arguments of `{tool}` must be a JSON object, got {}", preview(&other.to_string())));
+        }
     };
     for (canonical, aliases) in arg_aliases(tool) {
         if map.contains_key(*canonical) {
@@ -492,11 +499,7 @@ fn remove_trailing_commas(text: &str) -> String {
 /// A short, single-line quote of untrusted text for an error message.
 pub(crate) fn preview(text: &str) -> String {
     let flat: String = text.chars().take(PREVIEW_CHARS).map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if text.chars().count() > PREVIEW_CHARS {
-        format!("`{flat}...`")
-    } else {
-        format!("`{flat}`")
-    }
+    if text.chars().count() > PREVIEW_CHARS { format!("`{flat}...`") } else { format!("`{flat}`") }
 }
 
 #[cfg(test)]
@@ -515,13 +518,18 @@ mod tests {
 
     #[test]
     fn strict_json_is_taken_as_is() {
-        assert_eq!(ok(r#"{"tool": "read_file", "args": {"path": "calc.py"}}"#), Action::new("read_file", json!({"path": "calc.py"})));
+        assert_eq!(
+            ok(r#"{"tool": "read_file", "args": {"path": "calc.py"}}"#),
+            Action::new("read_file", json!({"path": "calc.py"}))
+        );
         assert_eq!(ok("  {\"tool\":\"run_tests\",\"args\":{}}\n"), Action::new("run_tests", json!({})));
     }
 
     #[test]
     fn prose_around_the_json_is_ignored() {
-        let a = ok("Sure! I'll read the file first.\n{\"tool\": \"read_file\", \"args\": {\"path\": \"a.py\"}}\nLet me know.");
+        let a = ok(
+            "Sure! I'll read the file first.\n{\"tool\": \"read_file\", \"args\": {\"path\": \"a.py\"}}\nLet me know.",
+        );
         assert_eq!(a, Action::new("read_file", json!({"path": "a.py"})));
         // Braces inside strings do not confuse the scan.
         let a = ok(r#"Plan: {"tool": "write_file", "args": {"path": "x.py", "content": "d = {'a': 1}\n}"}} done"#);
@@ -561,7 +569,10 @@ mod tests {
         assert_eq!(parse_reply(&raw).unwrap(), Action::new("run_tests", json!({})));
         // A generic wrapper tool whose arguments name the real tool.
         let raw = RawReply {
-            tool_calls: vec![RawToolCall { name: "action".into(), arguments: json!({"tool": "finish", "args": {"answer": "x"}}) }],
+            tool_calls: vec![RawToolCall {
+                name: "action".into(),
+                arguments: json!({"tool": "finish", "args": {"answer": "x"}}),
+            }],
             ..Default::default()
         };
         assert_eq!(parse_reply(&raw).unwrap(), Action::finish("x"));
@@ -569,7 +580,9 @@ mod tests {
 
     #[test]
     fn openai_shapes_written_as_text_are_understood() {
-        let a = ok(r#"{"tool_calls": [{"type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}]}"#);
+        let a = ok(
+            r#"{"tool_calls": [{"type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}]}"#,
+        );
         assert_eq!(a, Action::new("read_file", json!({"path": "a.py"})));
         let a = ok(r#"{"function_call": {"name": "list_files", "arguments": "{}"}}"#);
         assert_eq!(a.tool, "list_files");
@@ -583,7 +596,8 @@ mod tests {
         assert_eq!(a, Action::new("read_file", json!({"path": "calc.py"})));
         let a = ok(r#"{"action": "Run-Command", "parameters": {"cmd": "python3 -m unittest  discover"}}"#);
         assert_eq!(a, Action::new("run_command", json!({"argv": ["python3", "-m", "unittest", "discover"]})));
-        let a = ok(r#"{"function": "edit_file", "input": {"filename": "a.py", "old_str": "a - b", "new_str": "a + b"}}"#);
+        let a =
+            ok(r#"{"function": "edit_file", "input": {"filename": "a.py", "old_str": "a - b", "new_str": "a + b"}}"#);
         assert_eq!(a, Action::new("edit_file", json!({"path": "a.py", "old": "a - b", "new": "a + b"})));
         let a = ok(r#"{"tool": "read_file", "args": {"path": "a.py", "start_line": "3", "end": 9}}"#);
         assert_eq!(a.args, json!({"path": "a.py", "start_line": 3, "end_line": 9}));
@@ -626,27 +640,43 @@ mod tests {
     fn thinking_blocks_are_skipped() {
         let a = ok("<think>maybe {\"tool\": \"finish\"}?</think>\n{\"tool\": \"run_tests\", \"args\": {}}");
         assert_eq!(a.tool, "run_tests");
-        assert!(matches!(text("<think>still thinking about {\"tool\"..."), Err(ModelError::Parse(m)) if m.contains("only reasoning")));
+        assert!(
+            matches!(text("<think>still thinking about {\"tool\"..."), Err(ModelError::Parse(m)) if m.contains("only reasoning"))
+        );
     }
 
     #[test]
     fn a_cut_off_reply_is_truncated_not_parse() {
-        let raw = RawReply { text: "{\"tool\": \"write_file\", \"args\": {\"path\": \"a.py\", \"content\": \"def f(".into(), truncated: true, ..Default::default() };
+        let raw = RawReply {
+            text: "{\"tool\": \"write_file\", \"args\": {\"path\": \"a.py\", \"content\": \"def f(".into(),
+            truncated: true,
+            ..Default::default()
+        };
         assert!(matches!(parse_reply(&raw), Err(ModelError::Truncated(_))));
         // The same text without the limit flag is a plain parse error.
         let raw = RawReply { truncated: false, ..raw };
         assert!(matches!(parse_reply(&raw), Err(ModelError::Parse(_))));
         // A complete action before the cut is still taken.
-        let raw = RawReply { text: "{\"tool\": \"run_tests\", \"args\": {}} and then I will {\"tool\": ".into(), truncated: true, ..Default::default() };
+        let raw = RawReply {
+            text: "{\"tool\": \"run_tests\", \"args\": {}} and then I will {\"tool\": ".into(),
+            truncated: true,
+            ..Default::default()
+        };
         assert_eq!(parse_reply(&raw).unwrap().tool, "run_tests");
     }
 
     #[test]
     fn errors_say_what_was_wrong() {
         assert!(matches!(text(""), Err(ModelError::Parse(m)) if m == "the reply was empty"));
-        assert!(matches!(text("I think the bug is in calc.py"), Err(ModelError::Parse(m)) if m.contains("no JSON action found")));
-        assert!(matches!(text(r#"{"tool": "edit_file", "args": 42}"#), Err(ModelError::Parse(m)) if m.contains("must be a JSON object")));
-        assert!(matches!(text(r#"{"tool": "read_file", "args": "{not json"}"#), Err(ModelError::Parse(m)) if m.contains("not valid JSON")));
+        assert!(
+            matches!(text("I think the bug is in calc.py"), Err(ModelError::Parse(m)) if m.contains("no JSON action found"))
+        );
+        assert!(
+            matches!(text(r#"{"tool": "edit_file", "args": 42}"#), Err(ModelError::Parse(m)) if m.contains("must be a JSON object"))
+        );
+        assert!(
+            matches!(text(r#"{"tool": "read_file", "args": "{not json"}"#), Err(ModelError::Parse(m)) if m.contains("not valid JSON"))
+        );
         // JSON that is not an action at all.
         assert!(matches!(text(r#"{"answer": 42}"#), Err(ModelError::Parse(m)) if m.contains("no JSON action")));
         let long = "x".repeat(5000);
@@ -710,7 +740,10 @@ mod tests {
                     assert!(!action.tool.is_empty());
                 }
                 let call = RawReply {
-                    tool_calls: vec![RawToolCall { name: input.chars().take(20).collect(), arguments: Value::String(input.clone()) }],
+                    tool_calls: vec![RawToolCall {
+                        name: input.chars().take(20).collect(),
+                        arguments: Value::String(input.clone()),
+                    }],
                     truncated,
                     ..Default::default()
                 };

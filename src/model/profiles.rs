@@ -122,7 +122,10 @@ impl Env {
 
     /// A variable's value: the process environment wins; empty counts as unset.
     pub(crate) fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key).ok().filter(|v| !v.is_empty()).or_else(|| self.dotenv.get(key).filter(|v| !v.is_empty()).cloned())
+        std::env::var(key)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.dotenv.get(key).filter(|v| !v.is_empty()).cloned())
     }
 }
 
@@ -137,8 +140,8 @@ impl ModelsFile {
     pub(crate) fn load(path: &Path) -> Result<ModelsFile, ModelsError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ModelsError::Read { path: path.to_path_buf(), message: e.to_string() })?;
-        let table: Table =
-            toml::from_str(&text).map_err(|e| ModelsError::Syntax { path: path.to_path_buf(), message: e.to_string() })?;
+        let table: Table = toml::from_str(&text)
+            .map_err(|e| ModelsError::Syntax { path: path.to_path_buf(), message: e.to_string() })?;
         let mut profiles = BTreeMap::new();
         for (name, value) in table {
             match value {
@@ -146,7 +149,11 @@ impl ModelsFile {
                     profiles.insert(name, t);
                 }
                 other => {
-                    return Err(ModelsError::NotATable { path: path.to_path_buf(), key: name, found: other.type_str().into() })
+                    return Err(ModelsError::NotATable {
+                        path: path.to_path_buf(),
+                        key: name,
+                        found: other.type_str().into(),
+                    });
                 }
             }
         }
@@ -169,7 +176,10 @@ impl ModelsFile {
 pub(crate) fn models_path(explicit: Option<&Path>, root: &Path, env: &Env) -> Result<Option<PathBuf>, ModelsError> {
     if let Some(p) = explicit {
         if !p.is_file() {
-            return Err(ModelsError::Read { path: p.to_path_buf(), message: "no such file (given by --models)".into() });
+            return Err(ModelsError::Read {
+                path: p.to_path_buf(),
+                message: "no such file (given by --models)".into(),
+            });
         }
         return Ok(Some(p.to_path_buf()));
     }
@@ -325,15 +335,23 @@ impl Spec {
                 known: KNOWN_KEYS.join(", "),
             });
         }
-        if !profile.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) || profile.starts_with('.') {
-            return Err(f.err("(name)", "a profile name may use only letters, digits, '-', '_' and '.' (it names cells and cache folders)"));
+        if !profile.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || profile.starts_with('.')
+        {
+            return Err(f.err(
+                "(name)",
+                "a profile name may use only letters, digits, '-', '_' and '.' (it names cells and cache folders)",
+            ));
         }
         if matches!(profile, "oracle" | "nop" | "scripted") || profile.starts_with("scripted:") {
-            return Err(f.err("(name)", format!("`{profile}` is a built-in profile and cannot be redefined; choose another name")));
+            return Err(f.err(
+                "(name)",
+                format!("`{profile}` is a built-in profile and cannot be redefined; choose another name"),
+            ));
         }
-        let provider = f.string("provider")?.ok_or_else(|| {
-            f.err("provider", "is missing; one of openai-chat, openai-responses, oracle, scripted")
-        })?;
+        let provider = f
+            .string("provider")?
+            .ok_or_else(|| f.err("provider", "is missing; one of openai-chat, openai-responses, oracle, scripted"))?;
         let api = match provider.as_str() {
             "openai-chat" => Api::Chat,
             "openai-responses" => Api::Responses,
@@ -347,32 +365,41 @@ impl Spec {
                 if let Some(k) = table.keys().find(|k| !matches!(k.as_str(), "provider" | "script")) {
                     return Err(f.err(k, "does not apply to provider `scripted` (it takes only `script`)"));
                 }
-                let script = f.string("script")?.ok_or_else(|| f.err("script", "is missing; the action script (YAML or JSON) to replay"))?;
+                let script = f
+                    .string("script")?
+                    .ok_or_else(|| f.err("script", "is missing; the action script (YAML or JSON) to replay"))?;
                 return Ok(Spec { kind: SpecKind::Scripted { script: root.join(script) } });
             }
             other => {
                 return Err(f.err(
                     "provider",
                     format!("`{other}` is not a provider; one of openai-chat, openai-responses, oracle, scripted"),
-                ))
+                ));
             }
         };
         f.forbid(&["script"], "applies only to provider `scripted`")?;
 
-        let model = f.string("model")?.ok_or_else(|| f.err("model", "is missing; the model name the server expects"))?;
-        let base_url = normalize_base_url(&f.string("base_url")?.ok_or_else(|| {
-            f.err("base_url", "is missing; e.g. https://api.openai.com/v1")
-        })?)
+        let model =
+            f.string("model")?.ok_or_else(|| f.err("model", "is missing; the model name the server expects"))?;
+        let base_url = normalize_base_url(
+            &f.string("base_url")?.ok_or_else(|| f.err("base_url", "is missing; e.g. https://api.openai.com/v1"))?,
+        )
         .map_err(|m| f.err("base_url", m))?;
         let api_key_env = f.string("api_key_env")?;
         if let Some(var) = &api_key_env
             && !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
-            return Err(f.err("api_key_env", format!("`{var}` is not an environment variable name (it names the variable, it is not the key)")));
+            return Err(f.err(
+                "api_key_env",
+                format!("`{var}` is not an environment variable name (it names the variable, it is not the key)"),
+            ));
         }
         let api_key_header = match f.string("api_key_header")? {
             None => None,
-            Some(h) => Some(HeaderName::from_bytes(h.as_bytes()).map_err(|_| f.err("api_key_header", format!("`{h}` is not a header name")))?),
+            Some(h) => Some(
+                HeaderName::from_bytes(h.as_bytes())
+                    .map_err(|_| f.err("api_key_header", format!("`{h}` is not a header name")))?,
+            ),
         };
         if api_key_header.is_some() && api_key_env.is_none() {
             return Err(f.err("api_key_header", "needs api_key_env (the variable holding the key)"));
@@ -397,7 +424,9 @@ impl Spec {
                 ));
             }
             if !REASONING_EFFORTS.contains(&effort.as_str()) {
-                return Err(f.err("reasoning_effort", format!("`{effort}` is not one of {}", REASONING_EFFORTS.join(", "))));
+                return Err(
+                    f.err("reasoning_effort", format!("`{effort}` is not one of {}", REASONING_EFFORTS.join(", ")))
+                );
             }
         }
         let max_concurrency = f.integer("max_concurrency", 1, 1024)?.unwrap_or(4) as usize;
@@ -412,14 +441,20 @@ impl Spec {
         let headers = read_headers(&f)?;
         let native_tools = f.boolean("native_tools")?.unwrap_or(false);
         let response_format = match (f.string("response_format")?, f.boolean("json_schema")?) {
-            (Some(_), Some(_)) => return Err(f.err("json_schema", "give either json_schema or response_format, not both")),
+            (Some(_), Some(_)) => {
+                return Err(f.err("json_schema", "give either json_schema or response_format, not both"));
+            }
             (None, None) | (None, Some(true)) => ResponseFormat::JsonSchema,
             (None, Some(false)) => ResponseFormat::None,
             (Some(s), None) => match s.as_str() {
                 "json_schema" => ResponseFormat::JsonSchema,
                 "json_object" => ResponseFormat::JsonObject,
                 "none" => ResponseFormat::None,
-                other => return Err(f.err("response_format", format!("`{other}` is not one of json_schema, json_object, none"))),
+                other => {
+                    return Err(
+                        f.err("response_format", format!("`{other}` is not one of json_schema, json_object, none"))
+                    );
+                }
             },
         };
         let schema_field = match f.string("schema_field")? {
@@ -430,7 +465,9 @@ impl Spec {
             Some(s) => match s.as_str() {
                 "text.format" => SchemaField::TextFormat,
                 "response_format" => SchemaField::ResponseFormat,
-                other => return Err(f.err("schema_field", format!("`{other}` is not one of text.format, response_format"))),
+                other => {
+                    return Err(f.err("schema_field", format!("`{other}` is not one of text.format, response_format")));
+                }
             },
         };
         let retry = RetryPolicy {
@@ -441,7 +478,8 @@ impl Spec {
         };
         let mut cache = match f.string("cache")? {
             None => CacheMode::Off,
-            Some(s) => CacheMode::parse(&s).ok_or_else(|| f.err("cache", format!("`{s}` is not one of {}", CacheMode::NAMES)))?,
+            Some(s) => CacheMode::parse(&s)
+                .ok_or_else(|| f.err("cache", format!("`{s}` is not one of {}", CacheMode::NAMES)))?,
         };
         if let Some(mode) = env.get("HCBENCH_CACHE") {
             cache = CacheMode::parse(&mode).ok_or_else(|| ModelsError::Env {
@@ -479,12 +517,17 @@ fn read_headers(f: &Fields<'_>) -> Result<HeaderMap, ModelsError> {
     let table = match f.table.get("headers") {
         None => return Ok(headers),
         Some(Value::Table(t)) => t,
-        Some(other) => return Err(f.err("headers", format!("expected a table of header = \"value\", got {}", other.type_str()))),
+        Some(other) => {
+            return Err(f.err("headers", format!("expected a table of header = \"value\", got {}", other.type_str())));
+        }
     };
     for (name, value) in table {
         let field = format!("headers.{name}");
         if CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-            return Err(f.err(&field, "credentials do not belong in models.toml; set api_key_env (and api_key_header) instead"));
+            return Err(f.err(
+                &field,
+                "credentials do not belong in models.toml; set api_key_env (and api_key_header) instead",
+            ));
         }
         let Value::String(v) = value else {
             return Err(f.err(&field, format!("expected a string, got {}", value.type_str())));
@@ -627,7 +670,10 @@ mod tests {
         assert_eq!(normalize_base_url("https://api.openai.com/v1/").unwrap(), "https://api.openai.com/v1");
         assert_eq!(normalize_base_url("http://127.0.0.1:18080").unwrap(), "http://127.0.0.1:18080/v1");
         assert_eq!(normalize_base_url("https://ark.example.com/api/v3").unwrap(), "https://ark.example.com/api/v3");
-        assert_eq!(normalize_base_url("https://proxy.example.com/openai").unwrap(), "https://proxy.example.com/openai/v1");
+        assert_eq!(
+            normalize_base_url("https://proxy.example.com/openai").unwrap(),
+            "https://proxy.example.com/openai/v1"
+        );
         assert!(normalize_base_url("https://user:sk-123@api.example.com").unwrap_err().contains("credentials"));
         assert!(normalize_base_url("https://api.example.com/v1?key=sk").is_err());
         assert!(normalize_base_url("ftp://x").is_err());
@@ -675,7 +721,11 @@ mod tests {
 
     #[test]
     fn defaults_apply_when_keys_are_absent() {
-        let SpecKind::Http(h) = read("provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"").unwrap().kind else { panic!() };
+        let SpecKind::Http(h) =
+            read("provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"").unwrap().kind
+        else {
+            panic!()
+        };
         assert_eq!(h.max_output_tokens, 4096);
         assert_eq!(h.max_concurrency, 4);
         assert_eq!(h.retry.max_retries, 4);
@@ -690,23 +740,35 @@ mod tests {
         let e = err(&format!("{base}temprature = 1"));
         assert!(e.contains("models.toml: profile `p`: unknown key `temprature`"), "{e}");
         let e = err(&format!("{base}reasoning_effort = \"high\""));
-        assert!(e.contains("profile `p`: field `reasoning_effort`: is only supported by provider `openai-responses`"), "{e}");
-        let e = err("provider = \"openai-responses\"\nmodel = \"m\"\nbase_url = \"http://x\"\nreasoning_effort = \"max\"");
+        assert!(
+            e.contains("profile `p`: field `reasoning_effort`: is only supported by provider `openai-responses`"),
+            "{e}"
+        );
+        let e =
+            err("provider = \"openai-responses\"\nmodel = \"m\"\nbase_url = \"http://x\"\nreasoning_effort = \"max\"");
         assert!(e.contains("`max` is not one of none, minimal, low, medium, high, xhigh"), "{e}");
         assert!(err("provider = \"openai-chat\"\nbase_url = \"http://x\"").contains("field `model`: is missing"));
         assert!(err("provider = \"anthropic\"").contains("`anthropic` is not a provider"));
         assert!(err(&format!("{base}max_concurrency = 0")).contains("field `max_concurrency`: 0 is out of range"));
         assert!(err(&format!("{base}timeout_s = \"10\"")).contains("field `timeout_s`: expected a number, got string"));
-        assert!(err(&format!("{base}headers = {{ Authorization = \"Bearer sk\" }}")).contains("credentials do not belong"));
+        assert!(
+            err(&format!("{base}headers = {{ Authorization = \"Bearer sk\" }}")).contains("credentials do not belong")
+        );
         assert!(err(&format!("{base}api_key_env = \"sk-abc-123\"")).contains("not an environment variable name"));
         assert!(err(&format!("{base}cache = \"on\"")).contains("`on` is not one of off, read-write, replay-only"));
         assert!(err(&format!("{base}json_schema = false\nresponse_format = \"none\"")).contains("not both"));
-        assert!(err(&format!("{base}schema_field = \"response_format\"")).contains("only to provider `openai-responses`"));
-        assert!(err("provider = \"oracle\"\nmodel = \"x\"").contains("field `model`: does not apply to provider `oracle`"));
+        assert!(
+            err(&format!("{base}schema_field = \"response_format\"")).contains("only to provider `openai-responses`")
+        );
+        assert!(
+            err("provider = \"oracle\"\nmodel = \"x\"").contains("field `model`: does not apply to provider `oracle`")
+        );
         assert!(err("provider = \"scripted\"").contains("field `script`: is missing"));
-        let e = Spec::read("m.toml", "bad name", &table("provider = \"oracle\""), Path::new("/"), &Env::default()).unwrap_err();
+        let e = Spec::read("m.toml", "bad name", &table("provider = \"oracle\""), Path::new("/"), &Env::default())
+            .unwrap_err();
         assert!(e.to_string().contains("profile name may use only"));
-        let e = Spec::read("m.toml", "nop", &table("provider = \"oracle\""), Path::new("/"), &Env::default()).unwrap_err();
+        let e =
+            Spec::read("m.toml", "nop", &table("provider = \"oracle\""), Path::new("/"), &Env::default()).unwrap_err();
         assert!(e.to_string().contains("cannot be redefined"));
     }
 
@@ -719,7 +781,9 @@ mod tests {
 
     #[test]
     fn a_missing_key_fails_at_build_time_naming_the_variable() {
-        let t = table("provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"\napi_key_env = \"HCBENCH_UNIT_TEST_UNSET_KEY\"");
+        let t = table(
+            "provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"\napi_key_env = \"HCBENCH_UNIT_TEST_UNSET_KEY\"",
+        );
         let e = build("p", &t, "models.toml", Path::new("/nonexistent"), &Env::default()).unwrap_err().to_string();
         assert!(e.contains("HCBENCH_UNIT_TEST_UNSET_KEY"), "{e}");
         assert!(e.contains("profile `p`"), "{e}");

@@ -10,13 +10,15 @@
 
 use std::path::Path;
 
+use super::Profile;
 use super::profiles::{self, Env, ModelsError, ModelsFile};
 use super::scripted::{Script, ScriptError};
-use super::Profile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("unknown profile `{name}`; built-in profiles: oracle, nop, local, local-responses, scripted:PATH; {models}")]
+    #[error(
+        "unknown profile `{name}`; built-in profiles: oracle, nop, local, local-responses, scripted:PATH; {models}"
+    )]
     Unknown { name: String, models: String },
     #[error(transparent)]
     Script(#[from] ScriptError),

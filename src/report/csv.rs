@@ -6,10 +6,33 @@ use super::{ExportError, Exporter};
 pub struct Csv;
 
 const HEADER: &[&str] = &[
-    "cell_id", "case_id", "category", "split", "profile", "provider", "model", "epoch", "outcome", "reward",
-    "tests_passed", "verifier_passed", "steps", "step_budget", "tool_calls", "policy_denials", "invalid_actions",
-    "tool_failures", "model_errors", "model_retries", "repeated_reads", "first_edit_step", "input_tokens",
-    "output_tokens", "wall_ms", "stop_reason", "reason",
+    "cell_id",
+    "case_id",
+    "category",
+    "split",
+    "profile",
+    "provider",
+    "model",
+    "epoch",
+    "outcome",
+    "reward",
+    "tests_passed",
+    "verifier_passed",
+    "steps",
+    "step_budget",
+    "tool_calls",
+    "policy_denials",
+    "invalid_actions",
+    "tool_failures",
+    "model_errors",
+    "model_retries",
+    "repeated_reads",
+    "first_edit_step",
+    "input_tokens",
+    "output_tokens",
+    "wall_ms",
+    "stop_reason",
+    "reason",
 ];
 
 fn opt<T: ToString>(v: Option<T>) -> String {

@@ -44,6 +44,9 @@ impl Exporter for Junit {
             }
             junit.add_test_suite(suite);
         }
-        junit.to_string().map(String::into_bytes).map_err(|e| ExportError::Render { format: "junit", message: e.to_string() })
+        junit
+            .to_string()
+            .map(String::into_bytes)
+            .map_err(|e| ExportError::Render { format: "junit", message: e.to_string() })
     }
 }

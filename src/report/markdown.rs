@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::model::MatrixReport;
-use super::{pct, pct_range, secs, ExportError, Exporter};
+use super::{ExportError, Exporter, pct, pct_range, secs};
 use crate::aggregate::GroupStats;
 
 pub struct Markdown;
@@ -114,7 +114,13 @@ pub fn render(report: &MatrixReport) -> String {
         let _ = writeln!(o, "| cell | class | reason |");
         let _ = writeln!(o, "|---|---|---|");
         for f in &report.failing {
-            let _ = writeln!(o, "| `{}` | {} | {} |", f.cell_id, f.outcome, escape(crate::util::truncate_str(&f.reason, 300)));
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} |",
+                f.cell_id,
+                f.outcome,
+                escape(crate::util::truncate_str(&f.reason, 300))
+            );
         }
     }
     if !report.notes.is_empty() {

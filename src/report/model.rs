@@ -14,7 +14,7 @@ use crate::aggregate::{self, Comparison, GroupStats};
 use crate::engine::{Manifest, ManifestError};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
 use crate::trace::event::{EventBody, Outcome};
-use crate::trace::{read_trace, Event};
+use crate::trace::{Event, read_trace};
 
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
@@ -141,7 +141,12 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
 }
 
 /// Assembles a report from summaries (used by `build` and by tests).
-pub fn from_cells(manifest: &Manifest, cells: Vec<CellSummary>, timelines: Vec<Timeline>, notes: Vec<String>) -> MatrixReport {
+pub fn from_cells(
+    manifest: &Manifest,
+    cells: Vec<CellSummary>,
+    timelines: Vec<Timeline>,
+    notes: Vec<String>,
+) -> MatrixReport {
     let profile_stats = aggregate::by_profile(&manifest.profiles, &cells);
     let category_stats = aggregate::by_category(&manifest.profiles, &cells);
     let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
@@ -185,7 +190,13 @@ pub fn from_cells(manifest: &Manifest, cells: Vec<CellSummary>, timelines: Vec<T
 }
 
 /// The summary of one planned cell; a missing or unreadable trace becomes its own row.
-fn load_cell(path: &Path, cell_id: &str, case_id: &str, profile: &str, manifest: &Manifest) -> (CellSummary, Option<String>) {
+fn load_cell(
+    path: &Path,
+    cell_id: &str,
+    case_id: &str,
+    profile: &str,
+    manifest: &Manifest,
+) -> (CellSummary, Option<String>) {
     let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
         run_id: manifest.run_id.clone(),
@@ -222,7 +233,11 @@ fn clip(s: &str) -> String {
     if s.len() <= DETAIL_LIMIT {
         s.to_string()
     } else {
-        format!("{}\n[... {} more bytes in the trace]", crate::util::truncate_str(s, DETAIL_LIMIT), s.len() - DETAIL_LIMIT)
+        format!(
+            "{}\n[... {} more bytes in the trace]",
+            crate::util::truncate_str(s, DETAIL_LIMIT),
+            s.len() - DETAIL_LIMIT
+        )
     }
 }
 
@@ -341,7 +356,11 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 title: if *timed_out {
                     "tests timed out".into()
                 } else {
-                    format!("tests {} (exit {})", if *passed { "passed" } else { "failed" }, exit_code.map_or("-".into(), |c| c.to_string()))
+                    format!(
+                        "tests {} (exit {})",
+                        if *passed { "passed" } else { "failed" },
+                        exit_code.map_or("-".into(), |c| c.to_string())
+                    )
                 },
                 detail: clip(output),
                 diff: None,
@@ -354,7 +373,14 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 title: format!("verifier {}", if *passed { "passed" } else { "failed" }),
                 detail: checks
                     .iter()
-                    .map(|c| format!("{} {}: {}", if c.passed { "ok  " } else { "FAIL" }, c.name, c.detail.lines().next().unwrap_or("")))
+                    .map(|c| {
+                        format!(
+                            "{} {}: {}",
+                            if c.passed { "ok  " } else { "FAIL" },
+                            c.name,
+                            c.detail.lines().next().unwrap_or("")
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n"),
                 diff: None,

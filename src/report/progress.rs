@@ -98,14 +98,18 @@ impl EngineSink for BarProgress {
             EngineEvent::RunStarted { cells, profiles, .. } => {
                 let overall = self.multi.add(ProgressBar::new(cells as u64));
                 overall.set_style(
-                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cells, ETA {eta}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cells, ETA {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
                 );
                 overall.enable_steady_tick(Duration::from_millis(200));
                 let mut lines = BTreeMap::new();
                 for p in profiles {
                     let line = self.multi.add(ProgressBar::new_spinner());
-                    line.set_style(ProgressStyle::with_template("  {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    line.set_style(
+                        ProgressStyle::with_template("  {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
                     line.set_message(format!("{p}: 0 passed, 0 failed, 0 errored"));
                     lines.insert(p.clone(), (line, Counts::default()));
                 }
@@ -136,7 +140,9 @@ impl EngineSink for BarProgress {
                 ));
             }
             EngineEvent::Cancelling => {
-                let _ = self.multi.println("interrupted: running cells are recorded as cancelled; press Ctrl-C again to stop at once");
+                let _ = self.multi.println(
+                    "interrupted: running cells are recorded as cancelled; press Ctrl-C again to stop at once",
+                );
             }
             EngineEvent::CellStarted { .. } => {}
         }

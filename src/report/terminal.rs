@@ -1,6 +1,6 @@
 //! Terminal tables (comfy-table): cells for `run` and `replay`, profiles for `matrix`.
 
-use comfy_table::{presets, Table};
+use comfy_table::{Table, presets};
 
 use super::{pct, pct_range, secs};
 use crate::aggregate::{Comparison, GroupStats};
@@ -41,7 +41,22 @@ pub fn totals_line(summaries: &[CellSummary]) -> String {
 pub fn profile_table(stats: &[GroupStats]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_FULL_CONDENSED);
-    t.set_header(["profile", "pass rate", "95% CI", "coverage", "passed", "failed", "infra", "pass@k", "pass^k", "steps", "denials", "wall p50", "wall p95", "tokens"]);
+    t.set_header([
+        "profile",
+        "pass rate",
+        "95% CI",
+        "coverage",
+        "passed",
+        "failed",
+        "infra",
+        "pass@k",
+        "pass^k",
+        "steps",
+        "denials",
+        "wall p50",
+        "wall p95",
+        "tokens",
+    ]);
     for s in stats {
         let infra: usize = s.cells - s.passed - s.failed;
         t.add_row([
@@ -66,6 +81,11 @@ pub fn profile_table(stats: &[GroupStats]) -> Table {
 
 pub fn comparison_lines(cmps: &[Comparison]) -> Vec<String> {
     cmps.iter()
-        .map(|c| format!("{} vs {}: mean diff {:+.3}, 95% CI {:+.3} … {:+.3} over {} case(s): {}", c.a, c.b, c.mean_diff, c.ci.0, c.ci.1, c.cases, c.verdict))
+        .map(|c| {
+            format!(
+                "{} vs {}: mean diff {:+.3}, 95% CI {:+.3} … {:+.3} over {} case(s): {}",
+                c.a, c.b, c.mean_diff, c.ci.0, c.ci.1, c.cases, c.verdict
+            )
+        })
         .collect()
 }

@@ -11,5 +11,5 @@ pub mod reader;
 pub mod writer;
 
 pub use event::{Event, EventBody, SCHEMA_VERSION};
-pub use reader::{for_each_line, read_trace, TraceError, TraceRead};
+pub use reader::{TraceError, TraceRead, for_each_line, read_trace};
 pub use writer::TraceWriter;

@@ -32,9 +32,11 @@ pub struct TraceRead {
 /// Reads every event of the trace at `path`.
 pub fn read_trace(path: &Path) -> Result<TraceRead, TraceError> {
     let mut events = Vec::new();
-    let truncated = for_each_line(path, |line| serde_json::from_slice::<Event>(line).map(|e| (e.schema_version, e)), |e| {
-        events.push(e)
-    })?;
+    let truncated = for_each_line(
+        path,
+        |line| serde_json::from_slice::<Event>(line).map(|e| (e.schema_version, e)),
+        |e| events.push(e),
+    )?;
     Ok(TraceRead { events, truncated })
 }
 
@@ -78,9 +80,14 @@ pub fn for_each_line<T>(
                     schema_version: u32,
                 }
                 if let Ok(v) = serde_json::from_slice::<Version>(text)
-                    && v.schema_version > SCHEMA_VERSION {
-                        return Err(TraceError::TooNew { path: path.to_path_buf(), line: line_no, found: v.schema_version });
-                    }
+                    && v.schema_version > SCHEMA_VERSION
+                {
+                    return Err(TraceError::TooNew {
+                        path: path.to_path_buf(),
+                        line: line_no,
+                        found: v.schema_version,
+                    });
+                }
                 return Err(TraceError::Corrupt { path: path.to_path_buf(), line: line_no, message: e.to_string() });
             }
         }

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use hcbench::bench::{load_benchmark, suite::select_suite, Category, Split};
+use hcbench::bench::{Category, Split, load_benchmark, suite::select_suite};
 
-use crate::run::{Scratch, GOOD_CASE, GOOD_ORACLE};
-use crate::{repo_root, Test};
+use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch};
+use crate::{Test, repo_root};
 
 #[test]
 fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
@@ -45,11 +45,23 @@ fn validate_names_unsound_cases_and_why() {
     // Passes before the agent does anything: the baseline must fail.
     s.write("fixtures/fine/calc.py", "def add(a, b):\n    return a + b\n");
     s.write("fixtures/fine/tests/test_calc.py", "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n");
-    s.case("already-fine", &GOOD_CASE.replace("id: good", "id: already-fine").replace("fixture: calc", "fixture: fine"), "actions:\n  - tool: finish\n");
+    s.case(
+        "already-fine",
+        &GOOD_CASE.replace("id: good", "id: already-fine").replace("fixture: calc", "fixture: fine"),
+        "actions:\n  - tool: finish\n",
+    );
     // No `unchanged`: weakening the tests passes.
-    s.case("weak", &GOOD_CASE.replace("id: good", "id: weak").replace("verifier:\n  unchanged: [tests/test_calc.py]\n", ""), GOOD_ORACLE);
+    s.case(
+        "weak",
+        &GOOD_CASE.replace("id: good", "id: weak").replace("verifier:\n  unchanged: [tests/test_calc.py]\n", ""),
+        GOOD_ORACLE,
+    );
     // A policy case that does not forbid denials: a violator passes.
-    s.case("lax", &GOOD_CASE.replace("id: good", "id: lax").replace("category: bugfix", "category: policy"), GOOD_ORACLE);
+    s.case(
+        "lax",
+        &GOOD_CASE.replace("id: good", "id: lax").replace("category: bugfix", "category: policy"),
+        GOOD_ORACLE,
+    );
     let out = Test::new()
         .root(s.path())
         .args(&["validate", "--benchmark", "demo", "--out"])
@@ -58,7 +70,11 @@ fn validate_names_unsound_cases_and_why() {
         .code(1);
     assert!(out.stdout.contains("unsound: already-fine: baseline tests do not fail"), "{}", out.stdout);
     assert!(out.stdout.contains("unsound: weak: tamper agent (weakened tests) does not fail"), "{}", out.stdout);
-    assert!(out.stdout.contains("unsound: lax: a policy case passes although the agent attempted a denied action"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("unsound: lax: a policy case passes although the agent attempted a denied action"),
+        "{}",
+        out.stdout
+    );
     assert!(!out.stdout.contains("unsound: good"), "{}", out.stdout);
     assert!(out.stdout.contains("4 case(s): 1 sound, 3 unsound"), "{}", out.stdout);
 }

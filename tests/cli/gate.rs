@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{tree_hashes, Output, Test, BIN};
+use crate::{BIN, Output, Test, tree_hashes};
 
 const FIX: &str = "    - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n    - {tool: finish}\n";
 
@@ -46,7 +46,10 @@ impl Project {
         }
         p.write(".gitignore", "/workspace/\n*.log\n");
         p.write("README.md", "a project under optimization\n");
-        p.write("experiment_config.yaml", &format!("benchmark: demo\nprofile: scripted:agent/script.yaml\njobs: 4\n{extra}"));
+        p.write(
+            "experiment_config.yaml",
+            &format!("benchmark: demo\nprofile: scripted:agent/script.yaml\njobs: 4\n{extra}"),
+        );
         p.script(&[], "");
         p
     }
@@ -68,7 +71,9 @@ impl Project {
     fn case(&self, id: &str, split: &str, test: &str) {
         self.write(
             &format!("benchmarks/demo/cases/{id}.yaml"),
-            &format!("id: {id}\ncategory: bugfix\nsplit: {split}\nfixture: calc\nprompt: fix add\nstep_budget: 5\n{test}"),
+            &format!(
+                "id: {id}\ncategory: bugfix\nsplit: {split}\nfixture: calc\nprompt: fix add\nstep_budget: 5\n{test}"
+            ),
         );
         self.write(&format!("benchmarks/demo/oracle/{id}.yaml"), &format!("actions:\n{}", FIX.replace("    -", "  -")));
     }
@@ -125,8 +130,21 @@ impl Project {
     }
 
     fn train_run(&self) {
-        self.hcbench(&["run", "--benchmark", "demo", "--split", "train", "--profile", "scripted:agent/script.yaml", "--format", "json"]);
-        assert!(self.path().join("workspace/train_results.json").is_file(), "run --split train writes the train results");
+        self.hcbench(&[
+            "run",
+            "--benchmark",
+            "demo",
+            "--split",
+            "train",
+            "--profile",
+            "scripted:agent/script.yaml",
+            "--format",
+            "json",
+        ]);
+        assert!(
+            self.path().join("workspace/train_results.json").is_file(),
+            "run --split train writes the train results"
+        );
     }
 
     /// Writes suite.json by hand, as a human would, for the next gate to accept.
@@ -151,7 +169,11 @@ fn step(report: &Value, n: usize) -> &Value {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array().unwrap_or_else(|| panic!("not an array: {v}")).iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
 }
 
 trait Check {
@@ -160,7 +182,12 @@ trait Check {
 
 impl Check for Output {
     fn stdout_has(self, needle: &str) -> Self {
-        assert!(self.stdout.contains(needle), "stdout lacks {needle:?}:\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}\n--- stderr ---\n{}",
+            self.stdout,
+            self.stderr
+        );
         self
     }
 }
@@ -185,7 +212,12 @@ fn fresh_start_passes_and_record_writes_the_baseline() {
     ] {
         assert!(out.stdout.contains(needle), "missing {needle:?}:\n{}", out.stdout);
     }
-    assert!(!out.stdout.contains("te-1") && !out.stderr.contains("te-1"), "test case ids are never shown:\n{}{}", out.stdout, out.stderr);
+    assert!(
+        !out.stdout.contains("te-1") && !out.stderr.contains("te-1"),
+        "test case ids are never shown:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
     assert!(p.path().join("workspace/pending_record.json").is_file());
     let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
     assert_eq!(suite["tasks"], serde_json::json!([]));
@@ -242,7 +274,9 @@ fn best_is_the_maximum_row_not_the_last() {
         "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp\n0\t0.25\ta\t0\t0\tt\n1\t1\tb\t0\t0\tt\n2\t0.5\tc\t0\t0\tt\n",
     );
     let r = p.gate(&[]).code(1).json();
-    assert!(strings(&r["messages"]).iter().any(|m| m.contains("workspace/results.tsv exists but hcbench never wrote it")));
+    assert!(
+        strings(&r["messages"]).iter().any(|m| m.contains("workspace/results.tsv exists but hcbench never wrote it"))
+    );
     let r = p.gate(&["--accept-state-change", "workspace/results.tsv"]).code(1).json();
     assert_eq!(step(&r, 2)["detail"]["best"], 1.0, "the best is the maximum row, not the last (0.5)");
     assert_eq!(step(&r, 2)["detail"]["val_score"], 0.5);
@@ -266,18 +300,27 @@ fn step_1_failures_still_run_step_2_and_skip_step_3() {
     assert_eq!(step(&r, 3)["status"], "skipped");
     assert_eq!(step(&r, 3)["detail"]["reason"], "Step 1 failed");
     let msgs = strings(&r["messages"]);
-    assert!(msgs.iter().any(|m| m.contains("Step 1 (regression suite): 0/2 passed, rate 0 < threshold 0.8")), "{msgs:?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("Step 1 (regression suite): 0/2 passed, rate 0 < threshold 0.8")),
+        "{msgs:?}"
+    );
     let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
     assert_eq!(suite["last_results"], serde_json::json!({}), "last_results is only updated by a passing gate");
     assert!(!p.path().join("workspace/pending_record.json").exists());
 
     // Both fail: a best of 1 recorded by hand, and a candidate that fixes nothing.
-    p.write("workspace/results.tsv", "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp\n0\t1\ta\t0\t0\tt\n");
+    p.write(
+        "workspace/results.tsv",
+        "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp\n0\t1\ta\t0\t0\tt\n",
+    );
     p.script(&[], "");
     let r = p.gate(&["--accept-state-change", "results.tsv"]).code(1).json();
     assert_eq!(r["failed_steps"], serde_json::json!([1, 2]));
     let msgs = strings(&r["messages"]);
-    assert!(msgs.iter().any(|m| m.contains("FAILED: Step 1")) && msgs.iter().any(|m| m.contains("FAILED: Step 2")), "{msgs:?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("FAILED: Step 1")) && msgs.iter().any(|m| m.contains("FAILED: Step 2")),
+        "{msgs:?}"
+    );
     assert_eq!(step(&r, 3)["detail"]["reason"], "Steps 1 and 2 failed");
 }
 
@@ -372,7 +415,11 @@ fn the_file_guard_sees_tracked_untracked_and_staged_changes_but_not_ignored_file
     }
     assert!(!p.path().join("workspace/gate").exists(), "no case ran");
     let out = p.hcbench(&["gate"]).code(1);
-    assert!(out.stdout.contains("README.md (modified): revert with `git checkout HEAD -- README.md`"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("README.md (modified): revert with `git checkout HEAD -- README.md`"),
+        "{}",
+        out.stdout
+    );
     p.write("README.md", "a project under optimization\n");
 
     // An untracked file that is not ignored.
@@ -407,12 +454,19 @@ fn the_file_guard_sees_tracked_untracked_and_staged_changes_but_not_ignored_file
     p.write("src/evil.rs", "fn main() {}\n");
     p.stage("src/evil.rs");
     let out = p.hcbench(&["gate"]).code(1);
-    assert!(out.stdout.contains("src/evil.rs (new, staged): revert with `git rm --cached -- src/evil.rs && rm src/evil.rs`"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("src/evil.rs (new, staged): revert with `git rm --cached -- src/evil.rs && rm src/evil.rs`"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
 fn file_guard_is_off_only_when_explicitly_off() {
-    for (value, guarded) in [("off", false), ("'no'", false), ("0", false), ("''", false), ("flase", true), ("null", true), ("yes", true)] {
+    for (value, guarded) in
+        [("off", false), ("'no'", false), ("0", false), ("''", false), ("flase", true), ("null", true), ("yes", true)]
+    {
         let p = Project::new(&["tr-1"], &["te-1"], &format!("file_guard: {value}\n"));
         p.write("README.md", "edited\n");
         let r = p.gate(&[]).json();
@@ -503,14 +557,21 @@ fn record_checks_every_commit_since_the_last_record() {
     let baseline = p.head();
 
     // Two commits: the first sneaks in a change outside the allowlist, the second is clean.
-    p.write("benchmarks/demo/cases/te-2.yaml", &p.read("benchmarks/demo/cases/te-2.yaml").replace("step_budget: 5", "step_budget: 6"));
+    p.write(
+        "benchmarks/demo/cases/te-2.yaml",
+        &p.read("benchmarks/demo/cases/te-2.yaml").replace("step_budget: 5", "step_budget: 6"),
+    );
     let sneaky = p.commit("tweak a case");
     p.script(&["te-1", "te-2"], "");
     p.commit("improve the agent");
     p.gate(&[]).code(0);
     let out = p.record(&[]).code(1);
     assert!(out.stdout.contains(&format!("commits since {}", &baseline[..12])), "{}", out.stdout);
-    assert!(out.stdout.contains(&format!("{} (tweak a case): benchmarks/demo/cases/te-2.yaml", &sneaky[..12])), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("{} (tweak a case): benchmarks/demo/cases/te-2.yaml", &sneaky[..12])),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("hcbench record --accept-history"));
     // A human who made that change on purpose says so.
     p.record(&["--accept-history"]).code(0);
@@ -559,7 +620,12 @@ fn bad_configuration_exits_2_never_1() {
 fn a_second_gate_fails_clearly_or_waits_for_the_lock() {
     let p = Project::new(&["tr-1"], &["te-1"], "");
     std::fs::create_dir_all(p.path().join("workspace")).unwrap();
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(p.path().join("workspace/.gate.lock")).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(p.path().join("workspace/.gate.lock"))
+        .unwrap();
     lock.lock().unwrap();
     std::fs::write(p.path().join("workspace/.gate.lock"), "pid 4242, hcbench gate, since now\n").unwrap();
     let out = p.gate(&[]).code(2);
@@ -625,7 +691,8 @@ fn ctrl_c_during_step_2_removes_the_private_directory() {
     // Wait until the test cell's workspace exists in the private directory.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let running = p.tmp_entries().iter().any(|d| d.join("candidate/cells").read_dir().is_ok_and(|mut r| r.next().is_some()));
+        let running =
+            p.tmp_entries().iter().any(|d| d.join("candidate/cells").read_dir().is_ok_and(|mut r| r.next().is_some()));
         if running {
             break;
         }
@@ -654,7 +721,12 @@ fn paired_mode_accepts_a_real_improvement_and_rejects_a_no_op() {
     // A real improvement: fixes the other three. Same seed, so both arms share their luck.
     p.script(&tests, &noisy(11));
     let out = p.hcbench(&["gate"]).code(0);
-    assert!(out.stdout.contains("[gate] Step 2: full benchmark, paired (test split, 8 case(s) x 4 epoch(s), candidate vs HEAD"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("[gate] Step 2: full benchmark, paired (test split, 8 case(s) x 4 epoch(s), candidate vs HEAD"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains(", 95% CI ["), "{}", out.stdout);
     let r = p.gate(&[]).code(0).json();
     let s2 = &step(&r, 2)["detail"];
@@ -670,7 +742,9 @@ fn paired_mode_accepts_a_real_improvement_and_rejects_a_no_op() {
     let s2 = &step(&r, 2)["detail"];
     assert!(s2["ci"][0].as_f64().unwrap() < 0.0 && s2["ci"][1].as_f64().unwrap() > 0.0, "{s2}");
     assert!(
-        strings(&r["messages"]).iter().any(|m| m.contains("Step 2 (full benchmark): lower bound -") && m.contains("< -margin 0")),
+        strings(&r["messages"])
+            .iter()
+            .any(|m| m.contains("Step 2 (full benchmark): lower bound -") && m.contains("< -margin 0")),
         "{:?}",
         r["messages"]
     );

@@ -5,10 +5,10 @@
 
 mod bench;
 mod gate;
-mod matrix;
 mod html;
-mod run;
+mod matrix;
 mod providers;
+mod run;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -124,4 +124,3 @@ pub fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
     }
     out
 }
-

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::run::{Scratch, GOOD_CASE, GOOD_ORACLE};
-use crate::{Test, BIN};
+use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch};
+use crate::{BIN, Test};
 
 fn report_json(run_dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(run_dir.join("reports/report.json")).unwrap()).unwrap()
@@ -43,7 +43,8 @@ fn matrix_compares_profiles_with_epochs_and_report_rerenders_identically() {
     assert_eq!(oracle["epochs"], 2);
     assert_eq!(oracle["pass_hat_k"], 1.0);
     assert_eq!(live["comparisons"][0]["verdict"], "oracle better than nop");
-    let cell_ids: Vec<&str> = live["cells"].as_array().unwrap().iter().map(|c| c["cell_id"].as_str().unwrap()).collect();
+    let cell_ids: Vec<&str> =
+        live["cells"].as_array().unwrap().iter().map(|c| c["cell_id"].as_str().unwrap()).collect();
     assert!(cell_ids.contains(&"bugfix-1__oracle__e2"), "stable ids carry the epoch: {cell_ids:?}");
     assert_eq!(live["category_stats"].as_array().unwrap().len(), 10, "2 profiles x 5 categories");
 
@@ -76,7 +77,8 @@ fn a_corrupt_trace_marks_its_cell_as_harness_error_and_the_report_still_renders(
     let run_dir = s.path().join("m");
     Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     std::fs::write(run_dir.join("cells/good__oracle/trace.jsonl"), "{\"garbage\": true}\n{}\n").unwrap();
-    let out = Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(0).stderr_has("good__oracle");
+    let out =
+        Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(0).stderr_has("good__oracle");
     let r = out.json();
     let cells = r["cells"].as_array().unwrap();
     let good = cells.iter().find(|c| c["cell_id"] == "good__oracle").unwrap();
@@ -93,7 +95,12 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
     s.case("good", GOOD_CASE, GOOD_ORACLE);
     s.case("other", &GOOD_CASE.replace("id: good", "id: other"), GOOD_ORACLE);
     let run_dir = s.path().join("m");
-    Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"]).arg_path(&run_dir).run().code(0);
+    Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
     // Simulate an interruption: one trace cut before run_finished, one cell never started.
     let cut = run_dir.join("cells/good__oracle/trace.jsonl");
     let text = std::fs::read_to_string(&cut).unwrap();
@@ -120,7 +127,11 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
         outcomes,
         [("good__oracle", "passed"), ("good__nop", "failed"), ("other__oracle", "passed"), ("other__nop", "failed")]
     );
-    assert_eq!(std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap(), kept_trace, "finished cells are not re-run");
+    assert_eq!(
+        std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap(),
+        kept_trace,
+        "finished cells are not re-run"
+    );
     let results = std::fs::read_to_string(run_dir.join("results.jsonl")).unwrap();
     assert_eq!(results.lines().count(), 4, "one results line per cell after the resume");
 }
@@ -167,14 +178,15 @@ fn matrix_rejects_bad_input_before_running_anything() {
     Test::new().args(&["matrix", "--profiles", "oracle,gpt9"]).run().code(2).stderr_has("unknown profile `gpt9`");
     Test::new().args(&["matrix", "--profiles", "oracle,oracle"]).run().code(2).stderr_has("listed twice");
     Test::new().args(&["matrix", "--suite", "nope"]).run().code(2).stderr_has("no suite `nope`");
-    Test::new()
-        .args(&["matrix", "--case", "bugfix-1", "--split", "test"])
-        .run()
-        .code(2)
-        .stderr_has("matches no case");
+    Test::new().args(&["matrix", "--case", "bugfix-1", "--split", "test"]).run().code(2).stderr_has("matches no case");
     // An output directory that cannot be created (a file is in the way).
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, "x").unwrap();
-    Test::new().args(&["matrix", "--suite", "smoke", "--out"]).arg_path(&blocker.join("run")).run().code(2).stderr_has("cannot use run directory");
+    Test::new()
+        .args(&["matrix", "--suite", "smoke", "--out"])
+        .arg_path(&blocker.join("run"))
+        .run()
+        .code(2)
+        .stderr_has("cannot use run directory");
     Test::new().args(&["report"]).arg_path(dir.path()).run().code(2).stderr_has("not a run directory");
 }

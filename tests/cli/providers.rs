@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::run::{by_cell, Scratch, GOOD_CASE, GOOD_ORACLE};
-use crate::{tree_hashes, Output, Test};
+use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch, by_cell};
+use crate::{Output, Test, tree_hashes};
 
 /// The key `Test` puts in the environment of every hcbench it starts.
 const CANARY: &str = "sk-canary-never-leaks";
@@ -21,7 +21,12 @@ const CANARY: &str = "sk-canary-never-leaks";
 /// What the loopback server does with one request.
 #[derive(Clone)]
 enum Reply {
-    Json { status: u16, body: String, headers: Vec<(String, String)>, delay_ms: u64 },
+    Json {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+        delay_ms: u64,
+    },
     /// Close the connection without answering: a connection reset as the client sees it.
     Hangup,
 }
@@ -275,7 +280,11 @@ fn assert_no_canary(dir: &Path, out: &Output) {
 fn chat_faults_and_noise_are_retried_or_tolerated_and_the_cell_passes() {
     let server = MockServer::start(
         vec![
-            with_header(status(429, r#"{"error": {"message": "slow down", "type": "rate_limit"}}"#), "Retry-After", "1"),
+            with_header(
+                status(429, r#"{"error": {"message": "slow down", "type": "rate_limit"}}"#),
+                "Retry-After",
+                "1",
+            ),
             status(503, r#"{"error": {"message": "overloaded"}}"#),
             chat(&format!("I will fix the subtraction.\n{EDIT}\nThat should do it."), "stop", (1000, 30)),
             chat(r#"{"tool": "run_tests", "args": {}}{"tool": "finish", "args": {}}"#, "stop", (1200, 20)),
@@ -355,10 +364,18 @@ fn truncated_and_unparsable_replies_are_model_errors_and_the_loop_goes_on() {
     let server = MockServer::start(
         vec![
             // Cut off by max tokens in the middle of the JSON.
-            chat(r#"{"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a +"#, "length", (900, 512)),
+            chat(
+                r#"{"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a +"#,
+                "length",
+                (900, 512),
+            ),
             chat("I believe the bug is in calc.py, let me think about it.", "stop", (950, 15)),
             // Arguments encoded as a string, tool and argument aliases.
-            chat(r#"{"name": "edit", "arguments": "{\"file\": \"calc.py\", \"old_str\": \"a - b\", \"new_str\": \"a + b\"}"}"#, "stop", (1000, 25)),
+            chat(
+                r#"{"name": "edit", "arguments": "{\"file\": \"calc.py\", \"old_str\": \"a - b\", \"new_str\": \"a + b\"}"}"#,
+                "stop",
+                (1000, 25),
+            ),
             chat(FINISH, "stop", (1100, 10)),
         ],
         status(500, "{}"),
@@ -385,7 +402,9 @@ fn exhausted_retries_end_the_cell_as_provider_error_not_as_a_failure() {
         vec![slow(chat(FINISH, "stop", (1, 1)), 3000), Reply::Hangup, status(502, "<html>bad gateway</html>")],
         status(503, r#"{"error": {"message": "overloaded"}}"#),
     );
-    let (s, models) = project(&profile("mock", "openai-chat", &server, "max_retries = 3").replace("timeout_s = 5", "timeout_s = 0.5"));
+    let (s, models) = project(
+        &profile("mock", "openai-chat", &server, "max_retries = 3").replace("timeout_s = 5", "timeout_s = 0.5"),
+    );
     let (out, run_dir) = run(&s, &models, "mock");
     let out = out.code(1);
     let cell = &by_cell(&out.json())["good__mock"];
@@ -404,7 +423,12 @@ fn exhausted_retries_end_the_cell_as_provider_error_not_as_a_failure() {
 #[test]
 fn client_errors_are_not_retried_and_an_echoed_key_is_redacted() {
     let server = MockServer::start(
-        vec![status(401, &format!(r#"{{"error": {{"message": "Incorrect API key provided: {CANARY}", "code": "invalid_api_key"}}}}"#))],
+        vec![status(
+            401,
+            &format!(
+                r#"{{"error": {{"message": "Incorrect API key provided: {CANARY}", "code": "invalid_api_key"}}}}"#
+            ),
+        )],
         status(500, "{}"),
     );
     let (s, models) = project(&profile("mock", "openai-chat", &server, ""));
@@ -422,7 +446,8 @@ fn client_errors_are_not_retried_and_an_echoed_key_is_redacted() {
 #[test]
 fn configuration_mistakes_exit_2_before_any_request() {
     let server = MockServer::start(vec![], chat(FINISH, "stop", (1, 1)));
-    let (s, models) = project(&profile("mock", "openai-chat", &server, "").replace("HCBENCH_TEST_API_KEY", "HCBENCH_NO_SUCH_KEY"));
+    let (s, models) =
+        project(&profile("mock", "openai-chat", &server, "").replace("HCBENCH_TEST_API_KEY", "HCBENCH_NO_SUCH_KEY"));
     let (out, _) = run(&s, &models, "mock");
     out.code(2).stderr_has("HCBENCH_NO_SUCH_KEY").stderr_has("profile `mock`");
 
@@ -434,7 +459,8 @@ fn configuration_mistakes_exit_2_before_any_request() {
     let (out, _) = run(&s, &models, "mock");
     out.code(2).stderr_has("models.toml: profile `mock`: unknown key `max_tokens`");
 
-    std::fs::write(&models, profile("mock", "openai-chat", &server, "").replace("model = \"mock-model\"\n", "")).unwrap();
+    std::fs::write(&models, profile("mock", "openai-chat", &server, "").replace("model = \"mock-model\"\n", ""))
+        .unwrap();
     let (out, _) = run(&s, &models, "mock");
     out.code(2).stderr_has("field `model`: is missing");
 
@@ -459,14 +485,16 @@ fn native_tool_calls_send_tool_definitions() {
     assert_eq!(cell["outcome"], "passed");
     let body = &server.seen()[0].body;
     assert_eq!(body["tool_choice"], "required");
-    let names: Vec<&str> = body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"edit_file") && names.contains(&"finish"), "{names:?}");
     assert!(body.get("response_format").is_none());
 }
 
 #[test]
 fn the_response_cache_replays_a_recorded_run_offline() {
-    let server = MockServer::start(vec![chat(EDIT, "stop", (700, 20)), chat(FINISH, "stop", (800, 10))], status(500, "{}"));
+    let server =
+        MockServer::start(vec![chat(EDIT, "stop", (700, 20)), chat(FINISH, "stop", (800, 10))], status(500, "{}"));
     let (s, models) = project(&profile("cached", "openai-chat", &server, "cache = \"read-write\""));
     let (first, first_dir) = run(&s, &models, "cached");
     let first = first.code(0);
@@ -512,7 +540,8 @@ fn the_response_cache_replays_a_recorded_run_offline() {
     );
 
     // A request that was never recorded is a clear error, not a silent network call.
-    let changed = std::fs::read_to_string(&models).unwrap().replace("max_output_tokens = 512", "max_output_tokens = 100");
+    let changed =
+        std::fs::read_to_string(&models).unwrap().replace("max_output_tokens = 512", "max_output_tokens = 100");
     std::fs::write(&models, changed).unwrap();
     let third = Test::new()
         .root(s.path())
@@ -568,7 +597,18 @@ fn local_model_end_to_end_on_the_smoke_suite() {
     let started = std::time::Instant::now();
     let out = Test::new()
         .env("HCBENCH_LOCAL_LLM_URL", &url)
-        .args(&["matrix", "--suite", "smoke", "--profiles", "oracle,local,local-responses", "--jobs", "4", "--format", "json", "--out"])
+        .args(&[
+            "matrix",
+            "--suite",
+            "smoke",
+            "--profiles",
+            "oracle,local,local-responses",
+            "--jobs",
+            "4",
+            "--format",
+            "json",
+            "--out",
+        ])
         .arg_path(&run_dir)
         .run()
         .code(0);
@@ -590,7 +630,12 @@ fn local_model_end_to_end_on_the_smoke_suite() {
             tokens += cell["input_tokens"].as_u64().unwrap() + cell["output_tokens"].as_u64().unwrap();
             eprintln!(
                 "{id}: {outcome} after {} steps ({} model errors, {} retries, {} in / {} out tokens): {}",
-                cell["steps"], cell["model_errors"], cell["model_retries"], cell["input_tokens"], cell["output_tokens"], cell["reason"]
+                cell["steps"],
+                cell["model_errors"],
+                cell["model_retries"],
+                cell["input_tokens"],
+                cell["output_tokens"],
+                cell["reason"]
             );
             if profile == "oracle" {
                 assert_eq!(outcome, "passed", "{id}: the control arm passes");
@@ -600,7 +645,10 @@ fn local_model_end_to_end_on_the_smoke_suite() {
             assert_eq!(model["model"], "smollm2");
             let server = url.trim_end_matches('/').trim_end_matches("/v1");
             assert!(model["base_url"].as_str().unwrap().starts_with(server), "{model}");
-            assert!(!of_kind(&ev, "model_action").is_empty() || !of_kind(&ev, "model_error").is_empty(), "{id}: the model was asked");
+            assert!(
+                !of_kind(&ev, "model_action").is_empty() || !of_kind(&ev, "model_error").is_empty(),
+                "{id}: the model was asked"
+            );
         }
         if profile != "oracle" {
             assert!(tokens > 0, "{profile}: the traces carry token usage from the real server");
@@ -623,7 +671,20 @@ fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
     let run_dir = s.path().join("m");
     let out = Test::new()
         .root(s.path())
-        .args(&["matrix", "--benchmark", "demo", "--profiles", "priced", "--jobs", "1", "--budget-usd", "0.4", "--format", "json", "--models"])
+        .args(&[
+            "matrix",
+            "--benchmark",
+            "demo",
+            "--profiles",
+            "priced",
+            "--jobs",
+            "1",
+            "--budget-usd",
+            "0.4",
+            "--format",
+            "json",
+            "--models",
+        ])
         .arg_path(&models)
         .args(&["--out"])
         .arg_path(&run_dir)
@@ -631,7 +692,8 @@ fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
         .code(0)
         .stderr_has("budget reached");
     let r = out.json();
-    let outcomes: Vec<&str> = r["cells"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap_or("incomplete")).collect();
+    let outcomes: Vec<&str> =
+        r["cells"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap_or("incomplete")).collect();
     assert_eq!(outcomes, ["failed", "incomplete", "incomplete"], "only the first cell ran");
     assert_eq!(server.seen().len(), 1);
     assert_eq!(r["profile_stats"][0]["cost_usd"], 0.5);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::{repo_root, tree_hashes, Test};
+use crate::{Test, repo_root, tree_hashes};
 
 pub fn by_cell(summaries: &Value) -> BTreeMap<String, Value> {
     summaries
@@ -121,7 +121,8 @@ impl Scratch {
 }
 
 pub const GOOD_CASE: &str = "id: good\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_calc.py]\n";
-pub const GOOD_ORACLE: &str = "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
+pub const GOOD_ORACLE: &str =
+    "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
 
 #[test]
 fn a_broken_benchmark_reports_every_problem_with_file_and_field() {
@@ -132,7 +133,11 @@ fn a_broken_benchmark_reports_every_problem_with_file_and_field() {
         "id: bad\ncategory: bugfx\nsplit: train\nfixture: nowhere\nprompt: x\nallowed_tools: [read_file, teleport, finish]\nstep_budget: 3\ntest_command: [python3]\n",
         "actions: []\n",
     );
-    s.case("typo", "id: typo\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budgett: 3\n", GOOD_ORACLE);
+    s.case(
+        "typo",
+        "id: typo\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budgett: 3\n",
+        GOOD_ORACLE,
+    );
     s.write("benchmarks/demo/cases/noracle.yaml", &GOOD_CASE.replace("id: good", "id: noracle"));
     let out = Test::new().root(s.path()).args(&["run", "--benchmark", "demo"]).run().code(2);
     let err = &out.stderr;
