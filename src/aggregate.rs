@@ -165,8 +165,8 @@ pub fn group_stats(profile: &str, category: Option<&str>, cells: &[&CellSummary]
     let per_case = |f: fn(usize, usize, usize) -> f64| {
         mean(&by_case.values().map(|r| f(r.len(), r.iter().filter(|x| **x > 0.5).count(), k)).collect::<Vec<_>>())
     };
-    let priced: Vec<&&CellSummary> = cells.iter().collect();
-    let cost_usd = cost(&priced);
+    // None unless at least one cell's profile states prices.
+    let cost_usd = cells.iter().filter_map(|c| c.cost_usd()).reduce(|a, b| a + b);
     GroupStats {
         profile: profile.to_string(),
         category: category.map(str::to_string),
@@ -202,16 +202,6 @@ pub fn group_stats(profile: &str, category: Option<&str>, cells: &[&CellSummary]
 
 fn pass_at_k_1(n: usize, c: usize, _k: usize) -> f64 {
     pass_at_k(n, c, 1)
-}
-
-fn cost(cells: &[&&CellSummary]) -> Option<f64> {
-    let mut total = None;
-    for c in cells {
-        if let (Some(pi), Some(po)) = (c.input_price_per_mtok, c.output_price_per_mtok) {
-            *total.get_or_insert(0.0) += (c.input_tokens as f64 * pi + c.output_tokens as f64 * po) / 1e6;
-        }
-    }
-    total
 }
 
 /// Per-profile stats, in the given profile order.

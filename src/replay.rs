@@ -76,6 +76,12 @@ pub struct CellSummary {
 }
 
 impl CellSummary {
+    /// Model cost in US dollars, when the profile states prices.
+    pub fn cost_usd(&self) -> Option<f64> {
+        let (i, o) = (self.input_price_per_mtok?, self.output_price_per_mtok?);
+        Some((self.input_tokens as f64 * i + self.output_tokens as f64 * o) / 1e6)
+    }
+
     /// The outcome as reports show it; a trace that never finished is a harness error.
     pub fn outcome_label(&self) -> &'static str {
         self.outcome.map(Outcome::as_str).unwrap_or("incomplete")

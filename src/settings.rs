@@ -49,20 +49,10 @@ pub fn select(root: &Path, sel: &Selection) -> Result<Selected, CommandError> {
     Ok(Selected { benchmark, case_ids: ids })
 }
 
-/// Resolves a profile name (and, for `scripted`, its --script file) into a [`Profile`], with the
-/// models file found from `HCBENCH_MODELS` or `<root>/models.toml`.
-pub fn profile(root: &Path, name: &str, script: Option<&Path>) -> Result<Profile, CommandError> {
-    profile_with_models(root, name, script, None)
-}
-
-/// Like [`profile`], with the `--models` file when one was given. Profiles from a models file
-/// are validated, and their API keys read, here: before any cell runs.
-pub fn profile_with_models(
-    root: &Path,
-    name: &str,
-    script: Option<&Path>,
-    models: Option<&Path>,
-) -> Result<Profile, CommandError> {
+/// Resolves a profile name (and, for `scripted`, its --script file) into a [`Profile`]. Model
+/// profiles come from `models` (`--models`), else `HCBENCH_MODELS`, else `<root>/models.toml`;
+/// they are validated, and their API keys read, here: before any cell runs.
+pub fn profile(root: &Path, name: &str, script: Option<&Path>, models: Option<&Path>) -> Result<Profile, CommandError> {
     if name == "scripted" {
         let path = script.ok_or_else(|| {
             CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())

@@ -197,16 +197,14 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     };
     let script_in_allowlist =
         cfg.profile.strip_prefix("scripted:").is_some_and(|p| cfg.allowlist.allows(p.trim_start_matches("./")));
-    let profile =
-        match settings::profile_with_models(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref()))
-        {
-            Ok(p) => p,
-            Err(e) if script_in_allowlist => {
-                candidate_error.get_or_insert(e.to_string());
-                Profile::scripted("candidate", crate::model::scripted::Script::nop())
-            }
-            Err(e) => return Err(e),
-        };
+    let profile = match settings::profile(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref())) {
+        Ok(p) => p,
+        Err(e) if script_in_allowlist => {
+            candidate_error.get_or_insert(e.to_string());
+            Profile::scripted("candidate", crate::model::scripted::Script::nop())
+        }
+        Err(e) => return Err(e),
+    };
     let jobs = settings::jobs(args.jobs.or(cfg.jobs));
     let git = Git::open(root)?;
     let head = match &git {

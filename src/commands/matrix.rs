@@ -98,7 +98,7 @@ pub fn matrix(root: &Path, spec: &Arc<AgentSpec>, args: MatrixArgs) -> Result<i3
     if !kept.is_empty() {
         sink.event(EngineEvent::CellsKept { count: kept.len() });
     }
-    let already_spent: f64 = kept.iter().map(engine::cell_cost).sum();
+    let already_spent: f64 = kept.iter().filter_map(CellSummary::cost_usd).sum();
     let done =
         exec::execute_with_budget(&manifest.run_id, &run_dir, cells, jobs, sink, manifest.budget_usd, already_spent)?;
 
@@ -118,7 +118,7 @@ fn resolve_all(root: &Path, names: &[String], models: Option<&Path>) -> Result<V
         if name.is_empty() {
             continue;
         }
-        let p = settings::profile_with_models(root, name, None, models)?;
+        let p = settings::profile(root, name, None, models)?;
         if out.iter().any(|q| q.name() == p.name()) {
             return Err(CommandError::Usage(format!("profile `{}` is listed twice in --profiles", p.name())));
         }

@@ -16,7 +16,7 @@ use crate::{exit, settings};
 
 pub fn run(root: &Path, spec: &Arc<AgentSpec>, args: RunArgs) -> Result<i32, CommandError> {
     let selected = settings::select(root, &args.selection)?;
-    let profile = settings::profile_with_models(root, &args.profile, args.script.as_deref(), args.models.as_deref())?;
+    let profile = settings::profile(root, &args.profile, args.script.as_deref(), args.models.as_deref())?;
     let jobs = settings::jobs(args.jobs);
     let run_id = engine::new_run_id();
     let run_dir = settings::run_dir(root, args.out.as_deref(), "runs", &run_id);

@@ -152,7 +152,7 @@ pub fn from_cells(
     let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
     let mut notes = notes;
     if let Some(budget) = manifest.budget_usd {
-        let spent: f64 = cells.iter().map(crate::engine::cell_cost).sum();
+        let spent: f64 = cells.iter().filter_map(CellSummary::cost_usd).sum();
         let not_run = cells.iter().filter(|c| c.stop_reason == "not_run").count();
         if spent >= budget && not_run > 0 {
             notes.push(format!(

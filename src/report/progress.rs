@@ -18,25 +18,16 @@ pub fn auto() -> Box<dyn EngineSink> {
     if std::io::stderr().is_terminal() { Box::new(BarProgress::new()) } else { Box::new(LineProgress::stderr()) }
 }
 
-pub struct LineProgress {
-    quiet: bool,
-}
+pub struct LineProgress;
 
 impl LineProgress {
     pub fn stderr() -> Self {
-        LineProgress { quiet: false }
-    }
-
-    pub fn quiet() -> Self {
-        LineProgress { quiet: true }
+        LineProgress
     }
 }
 
 impl EngineSink for LineProgress {
     fn event(&self, event: EngineEvent<'_>) {
-        if self.quiet {
-            return;
-        }
         let mut err = std::io::stderr().lock();
         let _ = match event {
             EngineEvent::RunStarted { run_id, run_dir, cells, .. } => {
