@@ -292,14 +292,6 @@ pub fn cell_is_complete(cell_dir: &Path) -> Option<CellSummary> {
     }
 }
 
-/// The model cost of a cell in US dollars, when its profile states prices.
-pub fn cell_cost(s: &CellSummary) -> f64 {
-    match (s.input_price_per_mtok, s.output_price_per_mtok) {
-        (Some(i), Some(o)) => (s.input_tokens as f64 * i + s.output_tokens as f64 * o) / 1e6,
-        _ => 0.0,
-    }
-}
-
 /// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
 /// started because of cancellation are absent from the result.
 pub async fn execute(
@@ -341,28 +333,31 @@ pub async fn execute_with_budget(
     let semaphore = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let mut set = tokio::task::JoinSet::new();
+    // Permits are taken here, in plan order, before each cell is spawned: cells start in plan
+    // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
+    // the plan, and no task exists for a cell that has not started.
     for (index, cell) in cells.into_iter().enumerate() {
-        let semaphore = semaphore.clone();
+        let permit = semaphore.clone().acquire_owned().await.expect("semaphore is never closed");
+        if cancel.is_cancelled() {
+            break;
+        }
+        if let Some(budget) = budget_usd {
+            let mut guard = spent.lock().unwrap_or_else(|p| p.into_inner());
+            if guard.0 >= budget {
+                if !guard.1 {
+                    guard.1 = true;
+                    sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget });
+                }
+                break;
+            }
+        }
         let sink = sink.clone();
         let results = results.clone();
         let done = done.clone();
         let cancel = cancel.clone();
         let spent = spent.clone();
         set.spawn(async move {
-            let _permit = semaphore.acquire_owned().await.expect("semaphore is never closed");
-            if cancel.is_cancelled() {
-                return io::Result::Ok(None);
-            }
-            if let Some(budget) = budget_usd {
-                let mut guard = spent.lock().unwrap_or_else(|p| p.into_inner());
-                if guard.0 >= budget {
-                    if !guard.1 {
-                        guard.1 = true;
-                        sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget });
-                    }
-                    return Ok(None);
-                }
-            }
+            let _permit = permit;
             sink.event(EngineEvent::CellStarted { cell_id: &cell.cell_id });
             tracing::info!(cell = %cell.cell_id, "cell started");
             let summary = tokio::select! {
@@ -373,7 +368,7 @@ pub async fn execute_with_budget(
                 _ = cancel.cancelled() => record_cancelled(&cell),
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
-            spent.lock().unwrap_or_else(|p| p.into_inner()).0 += cell_cost(&summary);
+            spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             let mut line = serde_json::to_vec(&summary).map_err(io::Error::other)?;
             line.push(b'\n');
             {
@@ -383,14 +378,13 @@ pub async fn execute_with_budget(
             }
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
             sink.event(EngineEvent::CellFinished { summary: &summary, done: n, total });
-            Ok(Some((index, summary)))
+            io::Result::Ok((index, summary))
         });
     }
     let mut out: Vec<Option<CellSummary>> = vec![None; total];
     while let Some(joined) = set.join_next().await {
-        if let Some((index, summary)) = joined.map_err(io::Error::other)?? {
-            out[index] = Some(summary);
-        }
+        let (index, summary) = joined.map_err(io::Error::other)??;
+        out[index] = Some(summary);
     }
     Ok(out.into_iter().flatten().collect())
 }

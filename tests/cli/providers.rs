@@ -195,12 +195,17 @@ fn serve(stream: TcpStream, st: &ServerState) {
     st.seen.lock().unwrap().push(Seen { path, headers, body: serde_json::from_slice(&body).unwrap_or(Value::Null) });
     let reply = st.replies.lock().unwrap().pop_front().unwrap_or_else(|| st.default.lock().unwrap().clone());
     let mut stream = stream;
+    // A request stops being in flight before its reply is written: once the client has the
+    // reply it may send the next request at once, and counting that overlap would blame the
+    // client's limiter for this thread's lateness.
     match reply {
         Reply::Hangup => {
+            st.in_flight.fetch_sub(1, Ordering::SeqCst);
             let _ = stream.shutdown(Shutdown::Both);
         }
         Reply::Json { status, body, headers, delay_ms } => {
             std::thread::sleep(Duration::from_millis(delay_ms));
+            st.in_flight.fetch_sub(1, Ordering::SeqCst);
             let mut head = format!(
                 "HTTP/1.1 {status} Mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
                 body.len()
@@ -214,7 +219,6 @@ fn serve(stream: TcpStream, st: &ServerState) {
             let _ = stream.flush();
         }
     }
-    st.in_flight.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// A scratch project with the `good` case and a models.toml holding `profile` (TOML body).
