@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use hcbench::agent::spec::AgentSpec;
 use hcbench::bench::load_benchmark;
-use hcbench::engine::{self, Cancel, NullSink};
+use hcbench::engine::{self, Cancel};
+use hcbench::events::NullSink;
 use hcbench::model::{Profile, ProfileKind};
 use hcbench::trace::{EventBody, read_trace};
 
@@ -44,9 +45,8 @@ fn main() {
         let cells = engine::plan("bench", &run_dir, &bench, &case_ids, &profiles, 1, &spec);
         let n = cells.len();
         let t0 = Instant::now();
-        let summaries = rt
-            .block_on(engine::execute("bench", &run_dir, cells, jobs, Arc::new(NullSink), Cancel::default()))
-            .unwrap();
+        let summaries =
+            rt.block_on(engine::execute("bench", &run_dir, cells, jobs, Arc::new(NullSink), Cancel::default(), None));
         let h = t0.elapsed();
         assert_eq!(summaries.len(), n);
         assert!(summaries.iter().all(|s| s.reward == 1.0), "the oracle must pass every case");

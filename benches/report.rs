@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use hcbench::engine::{MANIFEST_SCHEMA_VERSION, Manifest, ManifestCase, cell_id};
 use hcbench::report;
+use hcbench::rundir::{MANIFEST_SCHEMA_VERSION, Manifest, ManifestCase, RunDir, cell_id};
 use hcbench::trace::event::{Check, ModelInfo, Outcome, Usage};
 use hcbench::trace::{EventBody, TraceWriter};
 
@@ -40,8 +40,8 @@ fn main() {
         agent_dir: None,
         budget_usd: None,
     };
-    std::fs::create_dir_all(run_dir.join("cells")).unwrap();
-    manifest.write(run_dir).unwrap();
+    let run = RunDir::create(run_dir, manifest).unwrap();
+    let manifest = run.manifest().clone();
     let t = Instant::now();
     let mut bytes = 0u64;
     for (i, case) in manifest.cases.iter().enumerate() {

@@ -1,5 +1,5 @@
-//! The command line as typed: raw values only. [`crate::settings`] turns them into resolved
-//! settings once; nothing downstream sees clap.
+//! The command line as typed: raw values only. [`crate::settings`] combines them with the
+//! environment and the config files once; nothing below the commands sees clap.
 
 use std::path::PathBuf;
 
@@ -14,8 +14,8 @@ pub struct Cli {
     /// Project root holding benchmarks/, fixtures/, suites/ and workspace/.
     #[arg(long, global = true, env = "HCBENCH_ROOT", default_value = ".")]
     pub root: PathBuf,
-    /// Agent spec directory (default: <root>/agent when it exists, else the embedded default).
-    #[arg(long, global = true, env = "HCBENCH_AGENT")]
+    /// Agent spec directory (default: $HCBENCH_AGENT, else <root>/agent when it exists, else the embedded default).
+    #[arg(long, global = true)]
     pub agent: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,

@@ -1,71 +1,34 @@
 //! The engine: plans cells and runs them in parallel.
 //!
-//! A plan is cases x epochs x profiles in a deterministic order, each cell with a stable id.
-//! A tokio semaphore bounds running cells (`--jobs`); profiles interleave in the plan so no
-//! profile waits for another to finish. The engine never prints: it reports to an
-//! [`EngineSink`], and appends each cell's summary to `results.jsonl` as soon as the cell
-//! ends, so an interrupted run loses nothing that finished.
+//! A plan is cases x epochs x profiles in a deterministic order, each cell with a stable id
+//! ([`crate::rundir::cell_id`]). A tokio semaphore bounds running cells (`--jobs`); profiles
+//! interleave in the plan so no profile waits for another to finish. The engine never prints
+//! and writes no file of its own: it reports to an [`EngineSink`] (progress, the results file
+//! and anything else, combined with [`crate::events::Fanout`]), and each cell's trace is
+//! written by the agent loop.
+//!
+//! A cell always ends with a summary: an I/O failure while writing its trace, or a panic inside
+//! the cell's task, ends that cell as `harness_error` (appended to its trace when possible)
+//! instead of aborting the run.
 //!
 //! Cancellation (Ctrl-C): once [`Cancel::cancel`] is called no new cell starts, and running
 //! cells are stopped (their process groups killed when their futures drop) and recorded as
 //! `cancelled` with a final `run_finished` event appended to their traces.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::future::Future;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-use serde::{Deserialize, Serialize};
 
 use crate::agent::spec::AgentSpec;
 use crate::agent::{CellPlan, run_cell};
 use crate::bench::Benchmark;
+use crate::events::{EngineEvent, EngineSink};
 use crate::model::Profile;
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
+use crate::rundir::cell_id;
 use crate::trace::TraceWriter;
 use crate::trace::event::{EventBody, Outcome};
-
-/// What the engine tells its sinks.
-#[derive(Debug)]
-pub enum EngineEvent<'a> {
-    RunStarted {
-        run_id: &'a str,
-        run_dir: &'a Path,
-        cells: usize,
-        profiles: &'a [String],
-    },
-    CellStarted {
-        cell_id: &'a str,
-    },
-    CellFinished {
-        summary: &'a CellSummary,
-        done: usize,
-        total: usize,
-    },
-    /// Cells kept from an earlier attempt (`--resume`).
-    CellsKept {
-        count: usize,
-    },
-    /// The run's model cost reached its budget: no new cell starts.
-    BudgetSpent {
-        spent_usd: f64,
-        budget_usd: f64,
-    },
-    Cancelling,
-}
-
-/// Receives engine events: the terminal progress display is one; tests use others.
-pub trait EngineSink: Send + Sync {
-    fn event(&self, event: EngineEvent<'_>);
-}
-
-/// A sink that ignores everything.
-pub struct NullSink;
-
-impl EngineSink for NullSink {
-    fn event(&self, _event: EngineEvent<'_>) {}
-}
 
 /// A shared cancellation flag with wake-ups.
 #[derive(Clone)]
@@ -93,153 +56,6 @@ impl Cancel {
         let mut rx = self.tx.subscribe();
         let _ = rx.wait_for(|c| *c).await;
     }
-}
-
-/// Version of `manifest.json`.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
-
-/// The run's description, written once to `manifest.json` before any cell starts. It is the
-/// plan: `report` and `--resume` rebuild the list of cells from it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Manifest {
-    pub schema_version: u32,
-    pub run_id: String,
-    pub hcbench_version: String,
-    /// The git commit of the project root, when it is a git repository.
-    #[serde(default)]
-    pub git_commit: Option<String>,
-    pub command: String,
-    pub benchmark: String,
-    pub profiles: Vec<String>,
-    pub cases: Vec<ManifestCase>,
-    pub epochs: u32,
-    pub jobs: usize,
-    pub started_at: String,
-    /// Digest of the agent spec and the folder it came from (None: the embedded default).
-    #[serde(default)]
-    pub agent_spec: String,
-    #[serde(default)]
-    pub agent_dir: Option<PathBuf>,
-    /// `--budget-usd`: no new cell starts once the run's model cost reaches it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_usd: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ManifestCase {
-    pub id: String,
-    pub category: String,
-    pub split: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    #[error("{path} is not a run directory: {source} (expected the manifest.json that run and matrix write)")]
-    Missing { path: PathBuf, source: io::Error },
-    #[error("{path} is not a valid manifest: {message}")]
-    Invalid { path: PathBuf, message: String },
-    #[error(
-        "{path} has schema_version {found}, newer than this hcbench reads ({MANIFEST_SCHEMA_VERSION}); upgrade hcbench"
-    )]
-    TooNew { path: PathBuf, found: u32 },
-}
-
-impl Manifest {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        command: &str,
-        run_id: &str,
-        root: &Path,
-        bench: &Benchmark,
-        case_ids: &[String],
-        profiles: &[Profile],
-        epochs: u32,
-        jobs: usize,
-        spec: &AgentSpec,
-    ) -> Manifest {
-        Manifest {
-            schema_version: MANIFEST_SCHEMA_VERSION,
-            run_id: run_id.to_string(),
-            hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_head(root),
-            command: command.to_string(),
-            benchmark: bench.name.clone(),
-            profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
-            cases: case_ids
-                .iter()
-                .filter_map(|id| bench.case(id))
-                .map(|c| ManifestCase {
-                    id: c.id.clone(),
-                    category: c.category.to_string(),
-                    split: c.split.to_string(),
-                })
-                .collect(),
-            epochs,
-            jobs,
-            started_at: crate::util::now_rfc3339(),
-            agent_spec: spec.digest.clone(),
-            agent_dir: spec.dir.clone(),
-            budget_usd: None,
-        }
-    }
-
-    pub fn read(run_dir: &Path) -> Result<Manifest, ManifestError> {
-        let path = run_dir.join("manifest.json");
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| ManifestError::Missing { path: path.clone(), source })?;
-        let m: Manifest = serde_json::from_str(&text)
-            .map_err(|e| ManifestError::Invalid { path: path.clone(), message: e.to_string() })?;
-        if m.schema_version > MANIFEST_SCHEMA_VERSION {
-            return Err(ManifestError::TooNew { path, found: m.schema_version });
-        }
-        Ok(m)
-    }
-
-    pub fn write(&self, run_dir: &Path) -> io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        crate::util::write_atomic(&run_dir.join("manifest.json"), &bytes)
-    }
-
-    /// (cell id, case id, profile) of every planned cell, in plan order.
-    pub fn cell_ids(&self) -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        for case in &self.cases {
-            for epoch in 1..=self.epochs {
-                for p in &self.profiles {
-                    out.push((cell_id(&case.id, p, epoch, self.epochs), case.id.clone(), p.clone()));
-                }
-            }
-        }
-        out
-    }
-
-    pub fn category_of(&self, case_id: &str) -> Option<String> {
-        self.cases.iter().find(|c| c.id == case_id).map(|c| c.category.clone())
-    }
-
-    pub fn split_of(&self, case_id: &str) -> Option<String> {
-        self.cases.iter().find(|c| c.id == case_id).map(|c| c.split.clone())
-    }
-}
-
-/// The commit HEAD points at, read from `.git` without running git.
-fn git_head(root: &Path) -> Option<String> {
-    let git = root.join(".git");
-    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
-    let head = head.trim();
-    if let Some(r) = head.strip_prefix("ref: ") {
-        if let Ok(id) = std::fs::read_to_string(git.join(r)) {
-            return Some(id.trim().to_string());
-        }
-        let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
-        return packed.lines().find(|l| l.ends_with(r)).and_then(|l| l.split_whitespace().next()).map(str::to_string);
-    }
-    Some(head.to_string())
-}
-
-/// The stable id of a cell. The epoch suffix appears only when the plan has several epochs.
-pub fn cell_id(case_id: &str, profile: &str, epoch: u32, epochs: u32) -> String {
-    if epochs > 1 { format!("{case_id}__{profile}__e{epoch}") } else { format!("{case_id}__{profile}") }
 }
 
 /// Cases x epochs x profiles, in a deterministic order: profiles interleave, so every profile
@@ -276,24 +92,17 @@ pub fn plan(
     cells
 }
 
-/// A run id: UTC time plus the process id, sortable and unique on one machine.
-pub fn new_run_id() -> String {
-    let ts = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let compact: String = ts.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-    format!("{}-{}", compact.to_lowercase(), std::process::id())
-}
-
-/// True when the cell's trace ended with a real verdict (kept by `--resume`).
-pub fn cell_is_complete(cell_dir: &Path) -> Option<CellSummary> {
-    let s = replay_trace(&cell_dir.join("trace.jsonl")).ok()?;
-    match s.outcome {
-        Some(Outcome::Cancelled) | None => None,
-        Some(_) => Some(s),
-    }
+/// A cost cap: once the cost of finished cells (plus `already_spent`, from cells kept by
+/// `--resume`) reaches `limit_usd`, no new cell starts. Cells already running finish, so the
+/// cap can be exceeded by at most their cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub limit_usd: f64,
+    pub already_spent: f64,
 }
 
 /// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
-/// started because of cancellation are absent from the result.
+/// started because of cancellation or the budget are absent from the result.
 pub async fn execute(
     run_id: &str,
     run_dir: &Path,
@@ -301,27 +110,29 @@ pub async fn execute(
     jobs: usize,
     sink: Arc<dyn EngineSink>,
     cancel: Cancel,
-) -> io::Result<Vec<CellSummary>> {
-    execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel, None, 0.0).await
+    budget: Option<Budget>,
+) -> Vec<CellSummary> {
+    execute_with(run_id, run_dir, cells, jobs, sink, cancel, budget, |cell| async move { run_cell(&cell).await }).await
 }
 
-/// [`execute`] with a cost cap: once the cost of finished cells (plus `already_spent`, from
-/// cells kept by `--resume`) reaches `budget_usd`, no new cell starts. Cells already running
-/// finish, so the cap can be exceeded by at most their cost.
+/// [`execute`] with the function that runs one cell as a parameter: tests drive the scheduler
+/// with cells that fail or panic on purpose.
 #[allow(clippy::too_many_arguments)]
-pub async fn execute_with_budget(
+pub(crate) async fn execute_with<F, Fut>(
     run_id: &str,
     run_dir: &Path,
     cells: Vec<CellPlan>,
     jobs: usize,
     sink: Arc<dyn EngineSink>,
     cancel: Cancel,
-    budget_usd: Option<f64>,
-    already_spent: f64,
-) -> io::Result<Vec<CellSummary>> {
-    let spent = Arc::new(Mutex::new((already_spent, false)));
-    let results_path = run_dir.join("results.jsonl");
-    let results = Arc::new(Mutex::new(OpenOptions::new().create(true).append(true).open(&results_path)?));
+    budget: Option<Budget>,
+    run: F,
+) -> Vec<CellSummary>
+where
+    F: Fn(CellPlan) -> Fut,
+    Fut: Future<Output = std::io::Result<CellSummary>> + Send + 'static,
+{
+    let spent = Arc::new(Mutex::new((budget.map_or(0.0, |b| b.already_spent), false)));
     let mut profiles: Vec<String> = Vec::new();
     for c in &cells {
         if !profiles.iter().any(|p| p == c.profile.name()) {
@@ -341,78 +152,98 @@ pub async fn execute_with_budget(
         if cancel.is_cancelled() {
             break;
         }
-        if let Some(budget) = budget_usd {
+        if let Some(budget) = budget {
             let mut guard = spent.lock().unwrap_or_else(|p| p.into_inner());
-            if guard.0 >= budget {
+            if guard.0 >= budget.limit_usd {
                 if !guard.1 {
                     guard.1 = true;
-                    sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget });
+                    sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget.limit_usd });
                 }
                 break;
             }
         }
-        let sink = sink.clone();
-        let results = results.clone();
-        let done = done.clone();
-        let cancel = cancel.clone();
-        let spent = spent.clone();
+        let (sink, done, cancel, spent) = (sink.clone(), done.clone(), cancel.clone(), spent.clone());
+        // The cell runs in a task of its own so a panic in it is caught here as a JoinError
+        // and ends that cell, not the run.
+        let mut task = tokio::spawn(run(cell.clone()));
         set.spawn(async move {
             let _permit = permit;
             sink.event(EngineEvent::CellStarted { cell_id: &cell.cell_id });
             tracing::info!(cell = %cell.cell_id, "cell started");
             let summary = tokio::select! {
-                r = run_cell(&cell) => match r {
-                    Ok(s) => s,
-                    Err(e) => harness_failure(&cell, &e),
+                r = &mut task => match r {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => harness_failure(&cell, &format!("cannot write the cell's trace: {e}")),
+                    Err(e) => ended_by_harness(&cell, &format!("hcbench failed inside this cell: {}", panic_text(e))),
                 },
-                _ = cancel.cancelled() => record_cancelled(&cell),
+                _ = cancel.cancelled() => {
+                    // Wait until the cell's future is dropped (its process groups killed) before
+                    // the cancellation is appended to its trace.
+                    task.abort();
+                    let _ = task.await;
+                    finish_trace(&cell, Outcome::Cancelled, "cancelled", "the run was interrupted (Ctrl-C) while this cell was running")
+                }
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
-            let mut line = serde_json::to_vec(&summary).map_err(io::Error::other)?;
-            line.push(b'\n');
-            {
-                let mut f = results.lock().unwrap_or_else(|p| p.into_inner());
-                f.write_all(&line)?;
-                f.flush()?;
-            }
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
             sink.event(EngineEvent::CellFinished { summary: &summary, done: n, total });
-            io::Result::Ok((index, summary))
+            (index, summary)
         });
     }
     let mut out: Vec<Option<CellSummary>> = vec![None; total];
     while let Some(joined) = set.join_next().await {
-        let (index, summary) = joined.map_err(io::Error::other)??;
+        // The outer task only forwards the inner one's result and sends events: a panic here is
+        // a panic in a sink, which is a bug to surface, not a cell outcome.
+        let (index, summary) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         out[index] = Some(summary);
     }
-    Ok(out.into_iter().flatten().collect())
+    out.into_iter().flatten().collect()
 }
 
-/// Appends `run_finished: cancelled` to an interrupted cell's trace and replays it.
-fn record_cancelled(cell: &CellPlan) -> CellSummary {
+fn panic_text(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return "the cell's task was cancelled".into();
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// A cell the harness ended (a panic): recorded in its trace so replay agrees with the run.
+fn ended_by_harness(cell: &CellPlan, reason: &str) -> CellSummary {
+    tracing::error!(cell = %cell.cell_id, "{reason}");
+    finish_trace(cell, Outcome::HarnessError, "harness_error", reason)
+}
+
+/// Appends a final `run_finished` to the cell's trace and replays it; when the trace cannot be
+/// written or read, the summary is built without it.
+fn finish_trace(cell: &CellPlan, outcome: Outcome, stop_reason: &str, reason: &str) -> CellSummary {
     let trace = cell.cell_dir.join("trace.jsonl");
     let appended = TraceWriter::append_to(&trace, &cell.run_id, &cell.cell_id).and_then(|mut w| {
         w.append(EventBody::RunFinished {
-            outcome: Outcome::Cancelled,
+            outcome,
             reward: 0.0,
-            stop_reason: "cancelled".into(),
-            reason: "the run was interrupted (Ctrl-C) while this cell was running".into(),
+            stop_reason: stop_reason.into(),
+            reason: reason.into(),
             elapsed_ms: 0,
         })
     });
-    match appended.and_then(|_| replay_trace(&trace).map_err(io::Error::other)) {
+    match appended.and_then(|_| replay_trace(&trace).map_err(std::io::Error::other)) {
         Ok(s) => s,
         Err(e) => {
-            let mut s = harness_failure(cell, &e);
-            s.outcome = Some(Outcome::Cancelled);
+            let mut s = harness_failure(cell, &format!("{reason}; and its trace cannot be written: {e}"));
+            s.outcome = Some(outcome);
             s
         }
     }
 }
 
 /// A summary for a cell whose trace could not be written: it still counts, as a harness error.
-fn harness_failure(cell: &CellPlan, error: &io::Error) -> CellSummary {
+fn harness_failure(cell: &CellPlan, reason: &str) -> CellSummary {
     CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
         run_id: cell.run_id.clone(),
@@ -425,23 +256,61 @@ fn harness_failure(cell: &CellPlan, error: &io::Error) -> CellSummary {
         epoch: cell.epoch,
         stop_reason: "harness_error".into(),
         outcome: Some(Outcome::HarnessError),
-        reason: format!("cannot write the cell's trace: {error}"),
+        reason: reason.to_string(),
         ..Default::default()
     }
 }
 
-/// Creates the run directory, refusing to reuse one that already holds a run.
-pub fn prepare_run_dir(run_dir: &Path) -> io::Result<PathBuf> {
-    if run_dir.join("manifest.json").exists() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("{} already holds a run; choose another --out or use --resume", run_dir.display()),
-        ));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::load_benchmark;
+    use crate::events::NullSink;
+
+    /// Two cells of the real benchmark, planned into `run_dir`.
+    fn two_cells(run_dir: &Path) -> Vec<CellPlan> {
+        let bench = load_benchmark(Path::new(env!("CARGO_MANIFEST_DIR")), "hc-bench").unwrap();
+        let ids: Vec<String> = bench.cases.iter().take(2).map(|c| c.id.clone()).collect();
+        plan("r", run_dir, &bench, &ids, &[Profile::oracle()], 1, &Arc::new(AgentSpec::default()))
     }
-    std::fs::create_dir_all(run_dir.join("cells"))?;
-    // Probe writability now, so a read-only location fails before any cell runs.
-    let probe = run_dir.join(".write-probe");
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)?;
-    run_dir.canonicalize()
+
+    #[tokio::test]
+    async fn a_panicking_cell_ends_as_harness_error_and_the_others_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let doomed = cells[0].cell_id.clone();
+        let summaries = execute_with("r", dir.path(), cells, 2, Arc::new(NullSink), Cancel::default(), None, |cell| {
+            let doomed = doomed.clone();
+            async move {
+                std::fs::create_dir_all(&cell.cell_dir)?;
+                TraceWriter::create(&cell.cell_dir.join("trace.jsonl"), &cell.run_id, &cell.cell_id)?;
+                if cell.cell_id == doomed {
+                    panic!("index out of bounds in a tool");
+                }
+                Ok(CellSummary { cell_id: cell.cell_id.clone(), outcome: Some(Outcome::Passed), ..Default::default() })
+            }
+        })
+        .await;
+        assert_eq!(summaries.len(), 2, "both cells have a summary");
+        assert_eq!(summaries[0].outcome, Some(Outcome::HarnessError));
+        assert!(summaries[0].reason.contains("index out of bounds in a tool"), "{}", summaries[0].reason);
+        assert_eq!(summaries[1].outcome, Some(Outcome::Passed), "the other cell is untouched");
+        // The verdict is appended to the trace too, so `report` agrees with the live run.
+        let trace = std::fs::read_to_string(dir.path().join("cells").join(&doomed).join("trace.jsonl")).unwrap();
+        let last: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
+        assert_eq!(last["kind"], "run_finished", "{trace}");
+        assert_eq!(last["data"]["outcome"], "harness_error", "{trace}");
+    }
+
+    #[tokio::test]
+    async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let summaries =
+            execute_with("r", dir.path(), cells, 1, Arc::new(NullSink), Cancel::default(), None, |_| async {
+                Err(std::io::Error::other("disk full"))
+            })
+            .await;
+        assert!(summaries.iter().all(|s| s.outcome == Some(Outcome::HarnessError) && s.reason.contains("disk full")));
+    }
 }

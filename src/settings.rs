@@ -1,16 +1,66 @@
-//! Resolved settings: command-line values, environment and defaults combined once.
+//! Resolved settings: the command line, the environment (with `.env`), experiment_config.yaml
+//! and models.toml combined once, before anything runs.
 //!
-//! Like ripgrep's high-level arguments, these carry no `Option`s that mean "not given": every
-//! default has been applied and every name checked, so commands can build workers directly.
+//! Like ripgrep's high-level arguments, the structs here carry no `Option` that means "not
+//! given": every layer has been combined and every default applied, so commands build workers
+//! directly and nothing downstream sees clap or reads the environment. Precedence is one rule
+//! everywhere, written once in [`Combine`]: the flag, else the environment variable (the
+//! process environment, then `.env` in the project root), else the experiment config, else the
+//! built-in default. Each command's settings are resolved by one function here; a value the
+//! user can fix is a [`SettingsError`] (exit 2) naming the flag, variable or file.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
-use crate::cli::Selection;
-use crate::commands::CommandError;
+use crate::cli::{Cli, Format, ListArgs, MatrixArgs, ReportFormat, RunArgs, Selection, ValidateArgs};
+use crate::environment::Environment;
+use crate::gate::config::Config;
 use crate::model::Profile;
-use crate::model::registry::resolve_profile;
+use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
+
+/// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Dotenv(#[from] crate::environment::DotenvError),
+    #[error(transparent)]
+    Benchmark(#[from] crate::bench::LoadError),
+    #[error(transparent)]
+    Suite(#[from] crate::bench::suite::SuiteError),
+    #[error(transparent)]
+    Script(#[from] crate::model::scripted::ScriptError),
+    #[error(transparent)]
+    Profile(#[from] crate::model::registry::ProfileError),
+    #[error(transparent)]
+    Spec(#[from] crate::agent::spec::SpecError),
+    #[error(transparent)]
+    Config(#[from] crate::gate::config::ConfigError),
+}
+
+/// Layering of one value, as in uv's `Combine`: `self` wins, `other` fills in.
+pub trait Combine {
+    fn combine(self, other: Self) -> Self;
+}
+
+impl<T> Combine for Option<T> {
+    fn combine(self, other: Option<T>) -> Option<T> {
+        self.or(other)
+    }
+}
+
+/// What every command shares: the project root and the environment, read once.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub root: PathBuf,
+    pub env: Environment,
+    /// `--agent`, else `HCBENCH_AGENT`; `None` means "the root's agent/ or the embedded default".
+    agent_dir: Option<PathBuf>,
+}
 
 /// The benchmark and the ids of the selected cases, in benchmark order.
 pub struct Selected {
@@ -18,56 +68,269 @@ pub struct Selected {
     pub case_ids: Vec<String>,
 }
 
-/// Loads the benchmark and applies --suite, --split and --case.
-pub fn select(root: &Path, sel: &Selection) -> Result<Selected, CommandError> {
-    let benchmark = load_benchmark(root, &sel.benchmark)?;
-    let mut ids: Vec<String> = match &sel.suite {
-        Some(suite) => select_suite(root, suite, &benchmark)?,
-        None => benchmark.cases.iter().map(|c| c.id.clone()).collect(),
-    };
-    if let Some(split) = &sel.split {
-        let split = Split::parse(split).expect("clap checked the split");
-        ids.retain(|id| benchmark.case(id).is_some_and(|c| c.split == split));
+pub struct RunSettings {
+    pub selected: Selected,
+    pub profile: Profile,
+    pub spec: Arc<AgentSpec>,
+    pub jobs: usize,
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub format: Format,
+    /// `--split train`: the run's results feed the gate's promotion step.
+    pub records_train_results: bool,
+}
+
+pub struct MatrixSettings {
+    pub root: PathBuf,
+    pub jobs: usize,
+    pub format: ReportFormat,
+    pub start: MatrixStart,
+}
+
+/// A matrix either starts a new run or finishes an interrupted one.
+pub enum MatrixStart {
+    New {
+        selected: Selected,
+        profiles: Vec<Profile>,
+        spec: Arc<AgentSpec>,
+        epochs: u32,
+        run_id: String,
+        run_dir: PathBuf,
+        budget_usd: Option<f64>,
+    },
+    /// The run directory to finish and the profiles registry to re-resolve its profiles with.
+    Resume { run_dir: PathBuf, profiles: Profiles },
+}
+
+pub struct ListSettings {
+    pub selected: Selected,
+    pub format: Format,
+}
+
+pub struct ValidateSettings {
+    pub selected: Selected,
+    pub spec: Arc<AgentSpec>,
+    pub jobs: usize,
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub format: Format,
+}
+
+impl Settings {
+    /// The shared settings of a parsed command line with the given environment snapshot.
+    pub fn new(cli: &Cli, env: Environment) -> Settings {
+        let agent_dir = cli.agent.clone().combine(env.get("HCBENCH_AGENT").map(PathBuf::from));
+        Settings { root: cli.root.clone(), env, agent_dir }
     }
-    if !sel.cases.is_empty() {
-        for id in &sel.cases {
-            if benchmark.case(id).is_none() {
-                return Err(CommandError::Usage(format!(
-                    "--case {id}: no such case in benchmark `{}`; `hcbench list` shows the ids",
-                    benchmark.name
-                )));
-            }
+
+    /// Whether `--agent`/`HCBENCH_AGENT` was given (the gate refuses it: its candidate is
+    /// `agent_dir` in the experiment config).
+    pub fn agent_flag(&self) -> Option<&Path> {
+        self.agent_dir.as_deref()
+    }
+
+    /// The agent spec: `--agent`, else `HCBENCH_AGENT`, else `<root>/agent` when it has an
+    /// agent.yaml, else the embedded default.
+    pub fn spec(&self) -> Result<Arc<AgentSpec>, SettingsError> {
+        Ok(Arc::new(AgentSpec::resolve(&self.root, self.agent_dir.as_deref())?))
+    }
+
+    /// The models file: `--models`, else `HCBENCH_MODELS`, else `models:` in the experiment
+    /// config, else `<root>/models.toml` when it exists. A named file must exist.
+    pub fn models_file(&self, flag: Option<&Path>, config: Option<&Path>) -> Result<Option<PathBuf>, SettingsError> {
+        let named = flag
+            .map(|p| (p.to_path_buf(), "--models"))
+            .combine(self.env.get("HCBENCH_MODELS").map(|p| (PathBuf::from(p), "HCBENCH_MODELS")))
+            .combine(config.map(|p| (self.root.join(p), "`models` in experiment_config.yaml")));
+        match named {
+            Some((path, _)) if path.is_file() => Ok(Some(path)),
+            Some((path, source)) => Err(SettingsError::Invalid(format!(
+                "models file {} (given by {source}): no such file; fix the path or copy models.example.toml there",
+                path.display()
+            ))),
+            None => Ok(Some(self.root.join("models.toml")).filter(|p| p.is_file())),
         }
-        ids.retain(|id| sel.cases.contains(id));
     }
-    if ids.is_empty() {
-        return Err(CommandError::Usage(format!(
-            "the selection matches no case of benchmark `{}` (suite {:?}, split {:?}); widen it",
-            benchmark.name, sel.suite, sel.split
-        )));
+
+    /// Every profile a command may name, with the models file parsed and checked once.
+    pub fn profiles(&self, flag: Option<&Path>, config: Option<&Path>) -> Result<Profiles, SettingsError> {
+        let file = self.models_file(flag, config)?;
+        Ok(Profiles::load(&self.root, file.as_deref(), &self.env)?)
     }
-    Ok(Selected { benchmark, case_ids: ids })
+
+    /// One profile name (and, for `scripted`, its `--script` file).
+    pub fn profile(&self, profiles: &Profiles, name: &str, script: Option<&Path>) -> Result<Profile, SettingsError> {
+        if name == "scripted" {
+            let path = script.ok_or_else(|| {
+                SettingsError::Invalid("--profile scripted needs --script FILE (see docs/commands.md)".into())
+            })?;
+            return Ok(Profile::scripted("scripted", Script::load(path)?));
+        }
+        Ok(profiles.resolve(name)?)
+    }
+
+    /// The experiment config (`--config`, else `<root>/experiment_config.yaml`).
+    pub(crate) fn config(&self, flag: Option<&Path>) -> Result<Config, SettingsError> {
+        Ok(Config::load(&self.root, flag)?)
+    }
+
+    /// Loads the benchmark and applies --suite, --split and --case.
+    pub fn select(&self, sel: &Selection) -> Result<Selected, SettingsError> {
+        let benchmark = load_benchmark(&self.root, &sel.benchmark)?;
+        let mut ids: Vec<String> = match &sel.suite {
+            Some(suite) => select_suite(&self.root, suite, &benchmark)?,
+            None => benchmark.cases.iter().map(|c| c.id.clone()).collect(),
+        };
+        if let Some(split) = &sel.split {
+            let split = Split::parse(split).expect("clap checked the split");
+            ids.retain(|id| benchmark.case(id).is_some_and(|c| c.split == split));
+        }
+        if let Some(id) = sel.cases.iter().find(|id| benchmark.case(id).is_none()) {
+            return Err(SettingsError::Invalid(format!(
+                "--case {id}: no such case in benchmark `{}`; `hcbench list` shows the ids",
+                benchmark.name
+            )));
+        }
+        if !sel.cases.is_empty() {
+            ids.retain(|id| sel.cases.contains(id));
+        }
+        if ids.is_empty() {
+            return Err(SettingsError::Invalid(format!(
+                "the selection matches no case of benchmark `{}` (suite {:?}, split {:?}); widen it",
+                benchmark.name, sel.suite, sel.split
+            )));
+        }
+        Ok(Selected { benchmark, case_ids: ids })
+    }
+
+    /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
+    pub fn run_dir(&self, flag: Option<&Path>, kind: &str, run_id: &str) -> PathBuf {
+        flag.map(Path::to_path_buf).unwrap_or_else(|| self.root.join("workspace").join(kind).join(run_id))
+    }
+
+    pub fn run(&self, args: RunArgs) -> Result<RunSettings, SettingsError> {
+        let selected = self.select(&args.selection)?;
+        let profiles = self.profiles(args.models.as_deref(), None)?;
+        let profile = self.profile(&profiles, &args.profile, args.script.as_deref())?;
+        let run_id = crate::rundir::new_run_id();
+        Ok(RunSettings {
+            selected,
+            profile,
+            spec: self.spec()?,
+            jobs: jobs(args.jobs, None)?,
+            run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
+            run_id,
+            format: args.format,
+            records_train_results: args.selection.split.as_deref() == Some("train"),
+        })
+    }
+
+    pub fn matrix(&self, args: MatrixArgs) -> Result<MatrixSettings, SettingsError> {
+        let jobs = jobs(args.jobs, None)?;
+        let profiles = self.profiles(args.models.as_deref(), None)?;
+        let start = match args.resume {
+            Some(run_dir) => MatrixStart::Resume { run_dir, profiles },
+            None => {
+                if let Some(b) = args.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
+                    return Err(SettingsError::Invalid(format!(
+                        "--budget-usd {b}: give a positive number of US dollars"
+                    )));
+                }
+                let run_id = crate::rundir::new_run_id();
+                MatrixStart::New {
+                    selected: self.select(&args.selection)?,
+                    profiles: profiles.resolve_list(&args.profiles)?,
+                    spec: self.spec()?,
+                    epochs: args.epochs,
+                    run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
+                    run_id,
+                    budget_usd: args.budget_usd,
+                }
+            }
+        };
+        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.format, start })
+    }
+
+    pub fn list(&self, args: ListArgs) -> Result<ListSettings, SettingsError> {
+        Ok(ListSettings { selected: self.select(&args.selection)?, format: args.format })
+    }
+
+    pub fn validate(&self, args: ValidateArgs) -> Result<ValidateSettings, SettingsError> {
+        let run_id = crate::rundir::new_run_id();
+        Ok(ValidateSettings {
+            selected: self.select(&args.selection)?,
+            spec: self.spec()?,
+            jobs: jobs(args.jobs, None)?,
+            run_dir: self.run_dir(args.out.as_deref(), "validate", &run_id),
+            run_id,
+            format: args.format,
+        })
+    }
 }
 
-/// Resolves a profile name (and, for `scripted`, its --script file) into a [`Profile`]. Model
-/// profiles come from `models` (`--models`), else `HCBENCH_MODELS`, else `<root>/models.toml`;
-/// they are validated, and their API keys read, here: before any cell runs.
-pub fn profile(root: &Path, name: &str, script: Option<&Path>, models: Option<&Path>) -> Result<Profile, CommandError> {
-    if name == "scripted" {
-        let path = script.ok_or_else(|| {
-            CommandError::Usage("--profile scripted needs --script FILE (see docs/commands.md)".into())
-        })?;
-        return Ok(Profile::scripted("scripted", Script::load(path)?));
+/// Worker count: the flag, else the config's `jobs`, else the number of cores.
+pub fn jobs(flag: Option<usize>, config: Option<usize>) -> Result<usize, SettingsError> {
+    match flag.combine(config) {
+        Some(0) => Err(SettingsError::Invalid(
+            "--jobs 0 would run nothing; give a positive number, or leave it out for one per core".into(),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
     }
-    resolve_profile(name, root, models).map_err(|e| CommandError::Usage(e.to_string()))
 }
 
-/// Worker count: the flag, else the number of cores.
-pub fn jobs(flag: Option<usize>) -> usize {
-    flag.filter(|j| *j > 0).unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
-pub fn run_dir(root: &Path, out: Option<&Path>, kind: &str, run_id: &str) -> PathBuf {
-    out.map(Path::to_path_buf).unwrap_or_else(|| root.join("workspace").join(kind).join(run_id))
+    #[test]
+    fn combine_takes_the_first_layer_that_has_a_value() {
+        assert_eq!(Some(1).combine(Some(2)).combine(Some(3)), Some(1));
+        assert_eq!(None.combine(Some(2)).combine(Some(3)), Some(2));
+        assert_eq!(None::<u8>.combine(None).combine(Some(3)), Some(3));
+        assert_eq!(None::<u8>.combine(None), None);
+    }
+
+    #[test]
+    fn jobs_prefer_the_flag_then_the_config_and_refuse_zero() {
+        assert_eq!(jobs(Some(3), Some(5)).unwrap(), 3);
+        assert_eq!(jobs(None, Some(5)).unwrap(), 5);
+        assert!(jobs(None, None).unwrap() >= 1);
+        assert!(jobs(Some(0), None).unwrap_err().to_string().contains("--jobs 0"));
+    }
+
+    fn settings(root: &Path, vars: &[(&str, &str)]) -> Settings {
+        let env = Environment::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())), root).unwrap();
+        Settings { root: root.to_path_buf(), env, agent_dir: None }
+    }
+
+    #[test]
+    fn the_models_file_comes_from_flag_then_environment_then_config_then_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let [flag, envf, cfg, rootf] = ["flag.toml", "env.toml", "cfg.toml", "models.toml"].map(|n| {
+            let p = dir.path().join(n);
+            std::fs::write(&p, "").unwrap();
+            p
+        });
+        let s = settings(dir.path(), &[("HCBENCH_MODELS", envf.to_str().unwrap())]);
+        assert_eq!(s.models_file(Some(&flag), Some(Path::new("cfg.toml"))).unwrap(), Some(flag));
+        assert_eq!(s.models_file(None, Some(Path::new("cfg.toml"))).unwrap(), Some(envf.clone()));
+        let s = settings(dir.path(), &[]);
+        assert_eq!(s.models_file(None, Some(Path::new("cfg.toml"))).unwrap(), Some(cfg));
+        assert_eq!(s.models_file(None, None).unwrap(), Some(rootf.clone()));
+        std::fs::remove_file(&rootf).unwrap();
+        assert_eq!(s.models_file(None, None).unwrap(), None, "no default file is not an error");
+        let e = s.models_file(Some(Path::new("/nonexistent/m.toml")), None).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/m.toml") && e.contains("--models"), "{e}");
+    }
+
+    #[test]
+    fn dotenv_in_the_root_sets_hcbench_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), "").unwrap();
+        std::fs::write(dir.path().join(".env"), format!("HCBENCH_MODELS={}\n", dir.path().join("m.toml").display()))
+            .unwrap();
+        let s = settings(dir.path(), &[]);
+        assert_eq!(s.models_file(None, None).unwrap(), Some(dir.path().join("m.toml")));
+    }
 }

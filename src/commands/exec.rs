@@ -1,19 +1,18 @@
 //! Shared execution for the commands that run cells: the runtime, Ctrl-C handling, and the
-//! reports written after the cells end.
+//! sinks every run has (the progress display and the run directory's results file).
 //!
 //! Ctrl-C once: no new cell starts, running cells are recorded as cancelled, reports of what
 //! finished are written, exit code 130. Ctrl-C twice: every child process group is killed and
 //! hcbench exits at once with 130.
 
-use std::path::Path;
 use std::sync::Arc;
-
-use anyhow::Context as _;
 
 use super::CommandError;
 use crate::agent::CellPlan;
-use crate::engine::{self, Cancel, EngineEvent, EngineSink};
+use crate::engine::{self, Budget, Cancel};
+use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::replay::CellSummary;
+use crate::rundir::RunDir;
 use crate::{exit, process};
 
 pub(crate) struct Execution {
@@ -21,35 +20,25 @@ pub(crate) struct Execution {
     pub cancelled: bool,
 }
 
+/// Runs `cells` into `run`, reporting to `progress` and appending to `results.jsonl`.
 pub(crate) fn execute(
-    run_id: &str,
-    run_dir: &Path,
+    run: &RunDir,
     cells: Vec<CellPlan>,
     jobs: usize,
-    sink: Arc<dyn EngineSink>,
+    progress: Arc<dyn EngineSink>,
+    budget: Option<Budget>,
 ) -> Result<Execution, CommandError> {
-    execute_with_budget(run_id, run_dir, cells, jobs, sink, None, 0.0)
-}
-
-pub(crate) fn execute_with_budget(
-    run_id: &str,
-    run_dir: &Path,
-    cells: Vec<CellPlan>,
-    jobs: usize,
-    sink: Arc<dyn EngineSink>,
-    budget_usd: Option<f64>,
-    already_spent: f64,
-) -> Result<Execution, CommandError> {
+    let results = Arc::new(run.results()?);
+    let sink: Arc<dyn EngineSink> = Arc::new(Fanout::new(vec![progress.clone(), results.clone()]));
     let rt = super::runtime()?;
     let cancel = Cancel::default();
     let summaries = rt.block_on(async {
         let watcher = {
             let cancel = cancel.clone();
-            let sink = sink.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     cancel.cancel();
-                    sink.event(EngineEvent::Cancelling);
+                    progress.event(EngineEvent::Cancelling);
                     if tokio::signal::ctrl_c().await.is_ok() {
                         process::kill_all_groups();
                         std::process::exit(exit::INTERRUPTED);
@@ -57,12 +46,10 @@ pub(crate) fn execute_with_budget(
                 }
             })
         };
-        let r =
-            engine::execute_with_budget(run_id, run_dir, cells, jobs, sink, cancel.clone(), budget_usd, already_spent)
-                .await;
+        let r = engine::execute(&run.manifest().run_id, run.path(), cells, jobs, sink, cancel.clone(), budget).await;
         watcher.abort();
         r
     });
-    let summaries = summaries.with_context(|| format!("running cells in {}", run_dir.display()))?;
+    results.finish()?;
     Ok(Execution { summaries, cancelled: cancel.is_cancelled() })
 }

@@ -28,15 +28,18 @@ use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, load_benchmark};
 use crate::cli::{GateArgs, GateFormat};
-use crate::engine::{self, Cancel, EngineEvent, EngineSink, Manifest};
+use crate::engine::{self, Cancel};
+use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::gate::config::{Config, Mode};
 use crate::gate::git::Git;
-use crate::gate::lock::GateLock;
 use crate::gate::state::{self, GateFiles, PENDING, PendingRecord, RESULTS, SUITE, Suite, TRAIN_RESULTS};
 use crate::gate::steps::{self, fmt_pair, signed};
+use crate::lock::FileLock as GateLock;
 use crate::model::Profile;
-use crate::model::registry::resolve_profile;
+use crate::model::registry::Profiles;
 use crate::replay::CellSummary;
+use crate::rundir::{Manifest, Plan, RunDir};
+use crate::settings::Settings;
 use crate::{exit, process, settings};
 
 /// Version of the `--format json` object.
@@ -54,12 +57,12 @@ impl From<crate::gate::state::StateError> for CommandError {
     }
 }
 
-impl From<crate::gate::lock::LockError> for CommandError {
-    fn from(e: crate::gate::lock::LockError) -> Self {
+impl From<crate::lock::LockError> for CommandError {
+    fn from(e: crate::lock::LockError) -> Self {
         match e {
             // Another gate running is a usage problem (run one at a time), not a failed gate.
-            crate::gate::lock::LockError::Busy { .. } => CommandError::Usage(e.to_string()),
-            crate::gate::lock::LockError::Io { .. } => CommandError::Internal(anyhow::Error::new(e)),
+            crate::lock::LockError::Busy { .. } => CommandError::Usage(e.to_string()),
+            crate::lock::LockError::Io { .. } => CommandError::Internal(anyhow::Error::new(e)),
         }
     }
 }
@@ -146,14 +149,15 @@ impl GateReport {
     }
 }
 
-pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i32, CommandError> {
+pub fn gate(settings: &Settings, args: GateArgs) -> Result<i32, CommandError> {
+    let (root, agent_flag) = (settings.root.as_path(), settings.agent_flag());
     let out = Out::new(args.format);
     if agent_flag.is_some() {
         return Err(CommandError::Usage(
             "--agent (or HCBENCH_AGENT) does not apply to `gate`: the candidate is `agent_dir` in experiment_config.yaml".into(),
         ));
     }
-    let cfg = Config::load(root, args.config.as_deref())?;
+    let cfg = settings.config(args.config.as_deref())?;
     let files = GateFiles::new(root, &cfg.path);
     if !args.wait.is_finite() || args.wait < 0.0 {
         return Err(CommandError::Usage(format!("--wait {}: give a number of seconds >= 0", args.wait)));
@@ -197,7 +201,8 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     };
     let script_in_allowlist =
         cfg.profile.strip_prefix("scripted:").is_some_and(|p| cfg.allowlist.allows(p.trim_start_matches("./")));
-    let profile = match settings::profile(root, &cfg.profile, None, args.models.as_deref().or(cfg.models.as_deref())) {
+    let profiles = settings.profiles(args.models.as_deref(), cfg.models.as_deref())?;
+    let profile = match settings.profile(&profiles, &cfg.profile, None).map_err(CommandError::from) {
         Ok(p) => p,
         Err(e) if script_in_allowlist => {
             candidate_error.get_or_insert(e.to_string());
@@ -205,7 +210,7 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
         }
         Err(e) => return Err(e),
     };
-    let jobs = settings::jobs(args.jobs.or(cfg.jobs));
+    let jobs = settings::jobs(args.jobs, cfg.jobs)?;
     let git = Git::open(root)?;
     let head = match &git {
         Some(g) => Some(g.head()?.ok_or_else(|| {
@@ -226,7 +231,7 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
     drop(crate::gate::private_dir(root).map_err(|e| CommandError::Usage(e.to_string()))?);
     let swept = crate::gate::sweep_private_dirs();
 
-    let run_id = engine::new_run_id();
+    let run_id = crate::rundir::new_run_id();
     let spec_label = match &spec.dir {
         Some(_) => format!("{}/", cfg.agent_dir),
         None => format!("embedded default; {}/agent.yaml not found", cfg.agent_dir),
@@ -532,8 +537,7 @@ pub fn gate(root: &Path, agent_flag: Option<&Path>, args: GateArgs) -> Result<i3
                 let in_spec = |p: &str| allow(p) || p.starts_with(&format!("{agent_dir}/"));
                 g.extract(head, &in_spec, &head_dir)?;
                 let head_spec = Arc::new(load_spec(&head_dir, &cfg.agent_dir)?);
-                let head_profile =
-                    head_profile(&cfg, &head_dir, &profile, args.models.as_deref().or(cfg.models.as_deref()))?;
+                let head_profile = head_profile(&cfg, &head_dir, &profile, &profiles)?;
                 let head_arm = Arm::new(
                     &run_id,
                     "head",
@@ -748,7 +752,7 @@ fn head_profile(
     cfg: &Config,
     head_dir: &Path,
     profile: &Profile,
-    models: Option<&Path>,
+    profiles: &Profiles,
 ) -> Result<Profile, CommandError> {
     let Some(path) = cfg.profile.strip_prefix("scripted:") else { return Ok(profile.clone()) };
     let rel = path.trim_start_matches("./");
@@ -761,7 +765,7 @@ fn head_profile(
             cfg.profile
         )));
     }
-    resolve_profile(&cfg.profile, head_dir, models).map_err(|e| CommandError::Usage(e.to_string()))
+    profiles.resolve_at(&cfg.profile, head_dir).map_err(|e| CommandError::Usage(e.to_string()))
 }
 
 /// One side of a comparison: its profile and spec, with its own run id so its summaries can be
@@ -838,14 +842,23 @@ impl Runner {
         spec: &Arc<AgentSpec>,
         epochs: u32,
     ) -> Result<Option<Vec<CellSummary>>, CommandError> {
-        let run_dir =
-            engine::prepare_run_dir(run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
         let profiles = [profile.clone()];
-        Manifest::new("gate", run_id, root, bench, case_ids, &profiles, epochs, self.jobs, spec)
-            .write(&run_dir)
-            .with_context(|| format!("cannot write the manifest in {}", run_dir.display()))?;
-        let cells = engine::plan(run_id, &run_dir, bench, case_ids, &profiles, epochs, spec);
-        self.execute(run_id, &run_dir, cells, Arc::new(TrainProgress))
+        let plan = Plan {
+            command: "gate",
+            run_id,
+            profiles: vec![profile.name().to_string()],
+            epochs,
+            jobs: self.jobs,
+            agent_spec: &spec.digest,
+            agent_dir: spec.dir.clone(),
+        };
+        let run = RunDir::create(run_dir, Manifest::new(plan, root, bench, case_ids))?;
+        let cells = engine::plan(run_id, run.path(), bench, case_ids, &profiles, epochs, spec);
+        let results = Arc::new(run.results()?);
+        let sink = Arc::new(Fanout::new(vec![Arc::new(TrainProgress), results.clone()]));
+        let r = self.execute(run_id, run.path(), cells, sink);
+        results.finish()?;
+        r
     }
 
     /// Test cells of one or more arms, interleaved, in the private directory. Returns the
@@ -911,8 +924,8 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Ok(None);
         }
-        let r = self.rt.block_on(engine::execute(run_id, run_dir, cells, self.jobs, sink, self.cancel.clone()));
-        let summaries = r.with_context(|| format!("running cells in {}", run_dir.display()))?;
+        let summaries =
+            self.rt.block_on(engine::execute(run_id, run_dir, cells, self.jobs, sink, self.cancel.clone(), None));
         Ok(if self.cancel.is_cancelled() { None } else { Some(summaries) })
     }
 }

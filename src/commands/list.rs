@@ -6,8 +6,9 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::CommandError;
-use crate::cli::{Format, ListArgs};
-use crate::{exit, settings};
+use crate::cli::Format;
+use crate::exit;
+use crate::settings::ListSettings;
 
 #[derive(Serialize)]
 struct Row<'a> {
@@ -20,8 +21,7 @@ struct Row<'a> {
     step_budget: u32,
 }
 
-pub fn list(root: &Path, args: ListArgs) -> Result<i32, CommandError> {
-    let selected = settings::select(root, &args.selection)?;
+pub fn list(ListSettings { selected, format }: ListSettings) -> Result<i32, CommandError> {
     let rows: Vec<Row> = selected
         .case_ids
         .iter()
@@ -39,7 +39,7 @@ pub fn list(root: &Path, args: ListArgs) -> Result<i32, CommandError> {
             }
         })
         .collect();
-    match args.format {
+    match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows).context("json")?),
         Format::Table => {
             let mut t = comfy_table::Table::new();

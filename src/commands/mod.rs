@@ -1,5 +1,7 @@
-//! One function per subcommand. Each returns the process exit code, or an error that
-//! [`CommandError::exit_code`] classifies (bad input vs. hcbench failing).
+//! One function per subcommand: resolve the settings, call the library, print, return the
+//! exit code. Errors are classified once here ([`CommandError::exit_code`]): bad input the
+//! user can fix (exit 2) vs. hcbench failing (exit 3). This is the only layer that reads the
+//! process environment ([`Environment::capture`]).
 
 mod exec;
 mod gate;
@@ -12,7 +14,9 @@ mod run;
 mod validate;
 
 use crate::cli::{Cli, Command};
+use crate::environment::Environment;
 use crate::exit;
+use crate::settings::Settings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -43,13 +47,18 @@ macro_rules! usage_from {
     )*};
 }
 usage_from!(
+    crate::settings::SettingsError,
+    crate::environment::DotenvError,
     crate::bench::LoadError,
-    crate::bench::suite::SuiteError,
-    crate::model::scripted::ScriptError,
     crate::replay::ReplayError,
-    crate::engine::ManifestError,
     crate::report::model::ReportError
 );
+
+impl From<crate::rundir::RunDirError> for CommandError {
+    fn from(e: crate::rundir::RunDirError) -> Self {
+        if e.is_usage() { CommandError::Usage(e.to_string()) } else { CommandError::Internal(anyhow::Error::new(e)) }
+    }
+}
 
 impl From<crate::report::ExportError> for CommandError {
     fn from(e: crate::report::ExportError) -> Self {
@@ -59,22 +68,16 @@ impl From<crate::report::ExportError> for CommandError {
 
 /// Runs the parsed command line.
 pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
-    let root = cli.root.clone();
-    let agent = cli.agent.clone();
-    let spec = || -> Result<std::sync::Arc<crate::agent::spec::AgentSpec>, CommandError> {
-        crate::agent::spec::AgentSpec::resolve(&root, agent.as_deref())
-            .map(std::sync::Arc::new)
-            .map_err(|e| CommandError::Usage(e.to_string()))
-    };
+    let settings = Settings::new(&cli, Environment::capture(&cli.root)?);
     match cli.command {
-        Command::Run(args) => run::run(&root, &spec()?, args),
-        Command::Matrix(args) => matrix::matrix(&root, &spec()?, args),
+        Command::Run(args) => run::run(&settings, settings.run(args)?),
+        Command::Matrix(args) => matrix::matrix(settings.matrix(args)?),
         Command::Report(args) => report::report(args),
         Command::Replay(args) => replay::replay(args),
-        Command::List(args) => list::list(&root, args),
-        Command::Validate(args) => validate::validate(&root, &spec()?, args),
-        Command::Gate(args) => gate::gate(&root, agent.as_deref(), args),
-        Command::Record(args) => record::record(&root, args),
+        Command::List(args) => list::list(settings.list(args)?),
+        Command::Validate(args) => validate::validate(&settings.root, settings.validate(args)?),
+        Command::Gate(args) => gate::gate(&settings, args),
+        Command::Record(args) => record::record(&settings.root, args),
     }
 }
 

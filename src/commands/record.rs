@@ -25,9 +25,9 @@ use crate::cli::RecordArgs;
 use crate::exit;
 use crate::gate::config::Config;
 use crate::gate::git::{Git, files_without_git};
-use crate::gate::lock::GateLock;
 use crate::gate::state::{Acceptance, GateFiles, PENDING, RESULTS, ResultsRow};
 use crate::gate::steps::fmt_num;
+use crate::lock::FileLock as GateLock;
 
 pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
     let out = Out::new(args.format);

@@ -15,17 +15,18 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::CommandError;
-use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Case, Category};
-use crate::cli::{Format, ValidateArgs};
-use crate::engine::{self, Manifest};
+use crate::cli::Format;
+use crate::engine;
+use crate::exit;
 use crate::model::action::Action;
 use crate::model::scripted::Script;
 use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
 use crate::report::progress::LineProgress;
+use crate::rundir::{Manifest, Plan, RunDir};
+use crate::settings::ValidateSettings;
 use crate::trace::event::Outcome;
-use crate::{exit, settings};
 
 const WEAK_TEST: &str =
     "import unittest\n\n\nclass Weakened(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n";
@@ -146,14 +147,9 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
     }
 }
 
-pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Result<i32, CommandError> {
-    let selected = settings::select(root, &args.selection)?;
+pub fn validate(root: &Path, s: ValidateSettings) -> Result<i32, CommandError> {
+    let (selected, spec, jobs, run_id) = (&s.selected, &s.spec, s.jobs, &s.run_id);
     let bench = &selected.benchmark;
-    let jobs = settings::jobs(args.jobs);
-    let run_id = engine::new_run_id();
-    let run_dir = settings::run_dir(root, args.out.as_deref(), "validate", &run_id);
-    let run_dir = engine::prepare_run_dir(&run_dir)
-        .map_err(|e| CommandError::Usage(format!("cannot use directory {}: {e}", run_dir.display())))?;
     let profiles = vec![
         Profile::oracle(),
         Profile { name: "oracle-rerun".into(), kind: ProfileKind::Oracle },
@@ -167,11 +163,20 @@ pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Resul
         .cloned()
         .collect();
     let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
-    let manifest = Manifest::new("validate", &run_id, root, bench, &selected.case_ids, &profiles, 1, jobs, spec);
-    manifest.write(&run_dir).context("cannot write the manifest")?;
-    let mut cells = engine::plan(&run_id, &run_dir, bench, &selected.case_ids, &profiles, 1, spec);
-    cells.extend(engine::plan(&run_id, &run_dir, bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
-    let done = super::exec::execute(&run_id, &run_dir, cells, jobs, Arc::new(LineProgress::stderr()))?;
+    let plan = Plan {
+        command: "validate",
+        run_id,
+        profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
+        epochs: 1,
+        jobs,
+        agent_spec: &spec.digest,
+        agent_dir: spec.dir.clone(),
+    };
+    let run = RunDir::create(&s.run_dir, Manifest::new(plan, root, bench, &selected.case_ids))?;
+    let run_dir = run.path();
+    let mut cells = engine::plan(run_id, run_dir, bench, &selected.case_ids, &profiles, 1, spec);
+    cells.extend(engine::plan(run_id, run_dir, bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
+    let done = super::exec::execute(&run, cells, jobs, Arc::new(LineProgress::stderr()), None)?;
     if done.cancelled {
         return Ok(exit::INTERRUPTED);
     }
@@ -189,7 +194,7 @@ pub fn validate(root: &Path, spec: &Arc<AgentSpec>, args: ValidateArgs) -> Resul
         .map(|c| verdict(c, by_case.get(c.id.as_str()).unwrap_or(&empty)))
         .collect();
     let unsound = verdicts.iter().filter(|v| !v.sound).count();
-    match args.format {
+    match s.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&verdicts).context("json")?),
         Format::Table => {
             let mark = |b: bool| if b { "ok" } else { "NO" };

@@ -17,7 +17,7 @@
 
 pub(crate) mod config;
 pub(crate) mod git;
-pub(crate) mod lock;
+
 pub(crate) mod state;
 pub(crate) mod steps;
 
@@ -27,14 +27,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Manifest;
+use crate::lock::{FileLock as GateLock, LockError};
 use crate::model::cache::Cache;
 use crate::model::http::Transport;
 use crate::model::remote::HttpProfile;
 use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
+use crate::rundir::Manifest;
 use crate::trace::event::Outcome;
-use lock::{GateLock, LockError};
 use state::{GateFiles, STATE_SCHEMA_VERSION, StateError, TRAIN_RESULTS, TrainCase, TrainResults};
 
 /// Prefix of the private directories test-split cells run in.

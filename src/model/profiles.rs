@@ -35,6 +35,7 @@ use super::ratelimit::limiter_for;
 use super::remote::HttpProfile;
 use super::scripted::Script;
 use super::{Profile, ProfileKind};
+use crate::environment::Environment;
 use crate::trace::event::ModelInfo;
 
 /// Base URL of the local test model (`../shared/tools/local-llm start`).
@@ -89,44 +90,10 @@ pub enum ModelsError {
          export it or add `{var}=...` to {dotenv}"
     )]
     MissingKey { source_name: String, profile: String, var: String, dotenv: PathBuf },
-    #[error("{path}: {message}")]
-    Dotenv { path: PathBuf, message: String },
     #[error("environment variable {var}: {message}")]
     Env { var: String, message: String },
     #[error("cannot build the HTTP client for profile `{profile}`: {message}")]
     Client { profile: String, message: String },
-}
-
-/// The process environment, with `.env` of the project root as a fallback.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Env {
-    dotenv: BTreeMap<String, String>,
-    dotenv_path: PathBuf,
-}
-
-impl Env {
-    /// Reads `<root>/.env` if it exists. Nothing is exported into the process environment.
-    pub(crate) fn load(root: &Path) -> Result<Env, ModelsError> {
-        let path = root.join(".env");
-        let mut dotenv = BTreeMap::new();
-        if path.is_file() {
-            let iter = dotenvy::from_path_iter(&path)
-                .map_err(|e| ModelsError::Dotenv { path: path.clone(), message: e.to_string() })?;
-            for item in iter {
-                let (k, v) = item.map_err(|e| ModelsError::Dotenv { path: path.clone(), message: e.to_string() })?;
-                dotenv.insert(k, v);
-            }
-        }
-        Ok(Env { dotenv, dotenv_path: path })
-    }
-
-    /// A variable's value: the process environment wins; empty counts as unset.
-    pub(crate) fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .or_else(|| self.dotenv.get(key).filter(|v| !v.is_empty()).cloned())
-    }
 }
 
 /// The parsed models file: profile name -> its table, in file order of names.
@@ -162,7 +129,7 @@ impl ModelsFile {
 
     /// Validates every profile of the file (without reading keys), so a typo in a profile
     /// that is not used today is still reported.
-    pub(crate) fn check_all(&self, root: &Path, env: &Env) -> Result<(), ModelsError> {
+    pub(crate) fn check_all(&self, root: &Path, env: &Environment) -> Result<(), ModelsError> {
         for (name, table) in &self.profiles {
             let source = self.path.display().to_string();
             Spec::read(&source, name, table, root, env)?;
@@ -171,31 +138,8 @@ impl ModelsFile {
     }
 }
 
-/// Where the models file is: `--models`, else `HCBENCH_MODELS`, else `<root>/models.toml` if
-/// it exists. An explicitly named file must exist.
-pub(crate) fn models_path(explicit: Option<&Path>, root: &Path, env: &Env) -> Result<Option<PathBuf>, ModelsError> {
-    if let Some(p) = explicit {
-        if !p.is_file() {
-            return Err(ModelsError::Read {
-                path: p.to_path_buf(),
-                message: "no such file (given by --models)".into(),
-            });
-        }
-        return Ok(Some(p.to_path_buf()));
-    }
-    if let Some(p) = env.get("HCBENCH_MODELS") {
-        let p = PathBuf::from(p);
-        if !p.is_file() {
-            return Err(ModelsError::Read { path: p, message: "no such file (given by HCBENCH_MODELS)".into() });
-        }
-        return Ok(Some(p));
-    }
-    let default = root.join("models.toml");
-    Ok(default.is_file().then_some(default))
-}
-
 /// The table of a built-in profile, or `None`.
-pub(crate) fn builtin(name: &str, env: &Env) -> Option<Table> {
+pub(crate) fn builtin(name: &str, env: &Environment) -> Option<Table> {
     let base_url = env.get("HCBENCH_LOCAL_LLM_URL").unwrap_or_else(|| LOCAL_LLM_URL.to_string());
     let provider = match name {
         "local" => "openai-chat",
@@ -325,7 +269,7 @@ impl Fields<'_> {
 }
 
 impl Spec {
-    fn read(source: &str, profile: &str, table: &Table, root: &Path, env: &Env) -> Result<Spec, ModelsError> {
+    fn read(source: &str, profile: &str, table: &Table, root: &Path, env: &Environment) -> Result<Spec, ModelsError> {
         let f = Fields { source, profile, table };
         if let Some(key) = table.keys().find(|k| !KNOWN_KEYS.contains(&k.as_str())) {
             return Err(ModelsError::UnknownKey {
@@ -565,7 +509,13 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<String, String> {
 /// Turns a profile table into a [`Profile`]: for HTTP providers, reads the key from the
 /// environment (failing before any request when it is missing), builds the HTTP client and
 /// attaches the process-wide rate limiter and the profile's cache.
-pub(crate) fn build(name: &str, table: &Table, source: &str, root: &Path, env: &Env) -> Result<Profile, ModelsError> {
+pub(crate) fn build(
+    name: &str,
+    table: &Table,
+    source: &str,
+    root: &Path,
+    env: &Environment,
+) -> Result<Profile, ModelsError> {
     let spec = Spec::read(source, name, table, root, env)?;
     let http = match spec.kind {
         SpecKind::Oracle => return Ok(Profile { name: name.to_string(), kind: ProfileKind::Oracle }),
@@ -587,7 +537,7 @@ pub(crate) fn build(name: &str, table: &Table, source: &str, root: &Path, env: &
                 source_name: source.into(),
                 profile: name.into(),
                 var: var.clone(),
-                dotenv: env.dotenv_path.clone(),
+                dotenv: env.dotenv_path().to_path_buf(),
             })?;
             let value = value.trim().to_string();
             // Checked here so a stray control character is a clear configuration error, not a retried
@@ -655,7 +605,7 @@ mod tests {
     }
 
     fn read(text: &str) -> Result<Spec, ModelsError> {
-        Spec::read("models.toml", "p", &table(text), Path::new("/root"), &Env::default())
+        Spec::read("models.toml", "p", &table(text), Path::new("/root"), &Environment::default())
     }
 
     fn err(text: &str) -> String {
@@ -764,11 +714,12 @@ mod tests {
             err("provider = \"oracle\"\nmodel = \"x\"").contains("field `model`: does not apply to provider `oracle`")
         );
         assert!(err("provider = \"scripted\"").contains("field `script`: is missing"));
-        let e = Spec::read("m.toml", "bad name", &table("provider = \"oracle\""), Path::new("/"), &Env::default())
-            .unwrap_err();
-        assert!(e.to_string().contains("profile name may use only"));
         let e =
-            Spec::read("m.toml", "nop", &table("provider = \"oracle\""), Path::new("/"), &Env::default()).unwrap_err();
+            Spec::read("m.toml", "bad name", &table("provider = \"oracle\""), Path::new("/"), &Environment::default())
+                .unwrap_err();
+        assert!(e.to_string().contains("profile name may use only"));
+        let e = Spec::read("m.toml", "nop", &table("provider = \"oracle\""), Path::new("/"), &Environment::default())
+            .unwrap_err();
         assert!(e.to_string().contains("cannot be redefined"));
     }
 
@@ -784,32 +735,23 @@ mod tests {
         let t = table(
             "provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"\napi_key_env = \"HCBENCH_UNIT_TEST_UNSET_KEY\"",
         );
-        let e = build("p", &t, "models.toml", Path::new("/nonexistent"), &Env::default()).unwrap_err().to_string();
+        let e =
+            build("p", &t, "models.toml", Path::new("/nonexistent"), &Environment::default()).unwrap_err().to_string();
         assert!(e.contains("HCBENCH_UNIT_TEST_UNSET_KEY"), "{e}");
         assert!(e.contains("profile `p`"), "{e}");
     }
 
     #[test]
-    fn dotenv_fills_in_without_overriding_or_exporting() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".env"), "HCBENCH_UNIT_DOTENV_ONLY=from-file\nPATH=not-this\n").unwrap();
-        let env = Env::load(dir.path()).unwrap();
-        assert_eq!(env.get("HCBENCH_UNIT_DOTENV_ONLY").as_deref(), Some("from-file"));
-        assert_ne!(env.get("PATH").as_deref(), Some("not-this"), "the process environment wins");
-        assert!(std::env::var("HCBENCH_UNIT_DOTENV_ONLY").is_err(), ".env values are not exported");
-    }
-
-    #[test]
     fn builtins_point_at_the_local_model() {
-        let t = builtin("local", &Env::default()).unwrap();
-        let p = build("local", &t, "built-in", Path::new("/tmp"), &Env::default()).unwrap();
+        let t = builtin("local", &Environment::default()).unwrap();
+        let p = build("local", &t, "built-in", Path::new("/tmp"), &Environment::default()).unwrap();
         let ProfileKind::Http(h) = &p.kind else { panic!() };
         assert_eq!(h.info.provider, "openai-chat");
         assert!(h.info.base_url.as_deref().unwrap().ends_with("/v1"));
-        let t = builtin("local-responses", &Env::default()).unwrap();
-        let p = build("local-responses", &t, "built-in", Path::new("/tmp"), &Env::default()).unwrap();
+        let t = builtin("local-responses", &Environment::default()).unwrap();
+        let p = build("local-responses", &t, "built-in", Path::new("/tmp"), &Environment::default()).unwrap();
         let ProfileKind::Http(h) = &p.kind else { panic!() };
         assert_eq!(h.transport.url.rsplit('/').next(), Some("responses"));
-        assert!(builtin("gpt", &Env::default()).is_none());
+        assert!(builtin("gpt", &Environment::default()).is_none());
     }
 }

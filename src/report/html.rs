@@ -645,8 +645,8 @@ fn diff_lines(diff: &str) -> Vec<DiffLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Manifest, ManifestCase};
     use crate::report::model::{Timeline, TimelineEntry, from_cells};
+    use crate::rundir::{Manifest, ManifestCase};
     use crate::trace::event::Outcome;
 
     fn manifest() -> Manifest {

@@ -11,8 +11,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{self, Comparison, GroupStats};
-use crate::engine::{Manifest, ManifestError};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
+use crate::rundir::{Manifest, RunDirError};
 use crate::trace::event::{EventBody, Outcome};
 use crate::trace::{Event, read_trace};
 
@@ -83,7 +83,7 @@ pub struct TimelineEntry {
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error(transparent)]
-    Manifest(#[from] ManifestError),
+    Manifest(#[from] RunDirError),
 }
 
 /// Most timelines embedded in a report. Up to this many cells every cell gets one; beyond

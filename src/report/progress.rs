@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use crate::engine::{EngineEvent, EngineSink};
+use crate::events::{EngineEvent, EngineSink};
 use crate::trace::event::Outcome;
 
 /// The sink for the terminal: bars on a TTY, lines otherwise.

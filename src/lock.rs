@@ -1,11 +1,13 @@
-//! The workspace lock: one `gate`, `record` or train-results write at a time per workspace.
+//! File locks that name their holder: one writer at a time for a workspace's gate state
+//! (`workspace/.gate.lock`: gate, record, train results) and for a run directory (`.lock`).
 //!
 //! Two gates on the same workspace would read the same suite.json and results.tsv and the
-//! later writer would silently drop the other's promotions or rows. An OS advisory lock
-//! (`flock` through `std::fs::File::lock`) on `workspace/.gate.lock` serializes them; the OS
-//! releases it when the holder exits, even on a crash or SIGKILL, so a stale lock can never
-//! wedge the loop. The lock file's content names the holder (pid, command, start time) for
-//! the "another gate is running" message; the content is informational, the lock is the flock.
+//! later writer would silently drop the other's promotions or rows; two processes finishing
+//! the same run directory would run its cells twice. An OS advisory lock (`flock` through
+//! `std::fs::File::try_lock`) serializes them; the OS releases it when the holder exits, even
+//! on a crash or SIGKILL, so a stale lock can never wedge anything. The lock file's content
+//! names the holder (pid, command, start time) for the "another process holds it" message;
+//! the content is informational, the lock is the flock.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Seek, Write};
@@ -15,28 +17,28 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "another hcbench process holds the gate lock {path} ({holder}); wait for it to finish, or pass --wait SECONDS to wait (waited {waited_s}s)"
+        "another hcbench process holds the {name} lock {path} ({holder}); wait for it to finish, or pass --wait SECONDS to wait (waited {waited_s}s)"
     )]
-    Busy { path: PathBuf, holder: String, waited_s: u64 },
-    #[error("cannot use the gate lock {path}: {source}")]
+    Busy { name: String, path: PathBuf, holder: String, waited_s: u64 },
+    #[error("cannot use the lock {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
 
 /// Held for as long as the value lives; dropping it closes the file and releases the lock.
 #[derive(Debug)]
-pub(crate) struct GateLock {
+pub struct FileLock {
     _file: File,
 }
 
-impl GateLock {
+impl FileLock {
     /// Takes the lock at `path`, waiting up to `wait` for another holder. `on_wait` is called
     /// once, with the holder's description, if the lock is busy and we are going to wait.
-    pub(crate) fn acquire(
+    pub fn acquire(
         path: &Path,
         command: &str,
         wait: Duration,
         on_wait: impl FnOnce(&str),
-    ) -> Result<GateLock, LockError> {
+    ) -> Result<FileLock, LockError> {
         let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err)?;
@@ -53,6 +55,7 @@ impl GateLock {
                     let holder = holder_of(path);
                     if started.elapsed() >= wait {
                         return Err(LockError::Busy {
+                            name: lock_name(path),
                             path: path.to_path_buf(),
                             holder,
                             waited_s: started.elapsed().as_secs(),
@@ -72,8 +75,15 @@ impl GateLock {
         }
         let info = format!("pid {}, hcbench {command}, since {}\n", std::process::id(), crate::util::now_rfc3339());
         file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(info.as_bytes())).map_err(io_err)?;
-        Ok(GateLock { _file: file })
+        Ok(FileLock { _file: file })
     }
+}
+
+/// What the lock guards, for messages: `.gate.lock` is "the gate lock".
+fn lock_name(path: &Path) -> String {
+    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = file.trim_start_matches('.').trim_end_matches("lock").trim_end_matches('.');
+    if name.is_empty() { "run".into() } else { name.to_string() }
 }
 
 fn holder_of(path: &Path) -> String {
@@ -91,8 +101,8 @@ mod tests {
     fn a_second_holder_fails_clearly_or_waits() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ws/.gate.lock");
-        let first = GateLock::acquire(&path, "gate", Duration::ZERO, |_| {}).unwrap();
-        let e = GateLock::acquire(&path, "record", Duration::from_millis(200), |_| {}).unwrap_err().to_string();
+        let first = FileLock::acquire(&path, "gate", Duration::ZERO, |_| {}).unwrap();
+        let e = FileLock::acquire(&path, "record", Duration::from_millis(200), |_| {}).unwrap_err().to_string();
         assert!(e.contains(&format!("pid {}, hcbench gate", std::process::id())), "{e}");
         assert!(e.contains("--wait"), "{e}");
         let releaser = std::thread::spawn(move || {
@@ -100,7 +110,7 @@ mod tests {
             drop(first);
         });
         let mut waited = false;
-        GateLock::acquire(&path, "record", Duration::from_secs(20), |_| waited = true).unwrap();
+        FileLock::acquire(&path, "record", Duration::from_secs(20), |_| waited = true).unwrap();
         assert!(waited, "the caller is told that it waits");
         releaser.join().unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("hcbench record"));

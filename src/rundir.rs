@@ -1,0 +1,422 @@
+//! The run directory: its layout, its manifest, its results file, its lock and its reader.
+//!
+//! ```text
+//! <run_dir>/manifest.json        the plan, written once before any cell starts (atomic)
+//! <run_dir>/results.jsonl        one CellSummary per line, appended as cells end
+//! <run_dir>/.lock                held by the one process writing cells into the directory
+//! <run_dir>/cells/<cell_id>/     trace.jsonl, artifacts/, workspace/ of one cell
+//! <run_dir>/reports/             rendered from the traces alone
+//! ```
+//!
+//! `run`, `matrix`, `matrix --resume`, `validate`, `report` and the gate all reach these files
+//! through this module, so the layout and its invariants are written down once: the manifest is
+//! the plan and is never rewritten by a resume; the traces are the source of truth and
+//! `results.jsonl` is an index of them (a resume rewrites it to the cells it keeps, atomically,
+//! before appending); only the process holding `.lock` writes cells, so two resumes of one run
+//! cannot run its cells twice.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::Benchmark;
+use crate::events::{EngineEvent, EngineSink};
+use crate::lock::{FileLock, LockError};
+use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
+use crate::trace::event::Outcome;
+
+/// Version of `manifest.json`.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+pub const MANIFEST: &str = "manifest.json";
+pub const RESULTS: &str = "results.jsonl";
+const LOCK: &str = ".lock";
+
+/// The run's description, written once to `manifest.json` before any cell starts. It is the
+/// plan: `report` and `--resume` rebuild the list of cells from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub hcbench_version: String,
+    /// The git commit of the project root, when it is a git repository.
+    #[serde(default)]
+    pub git_commit: Option<String>,
+    pub command: String,
+    pub benchmark: String,
+    pub profiles: Vec<String>,
+    pub cases: Vec<ManifestCase>,
+    pub epochs: u32,
+    pub jobs: usize,
+    pub started_at: String,
+    /// Digest of the agent spec and the folder it came from (None: the embedded default).
+    #[serde(default)]
+    pub agent_spec: String,
+    #[serde(default)]
+    pub agent_dir: Option<PathBuf>,
+    /// `--budget-usd`: no new cell starts once the run's model cost reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ManifestCase {
+    pub id: String,
+    pub category: String,
+    pub split: String,
+}
+
+/// What a new manifest is made from, besides the benchmark and its selected cases.
+pub struct Plan<'a> {
+    pub command: &'a str,
+    pub run_id: &'a str,
+    pub profiles: Vec<String>,
+    pub epochs: u32,
+    pub jobs: usize,
+    pub agent_spec: &'a str,
+    pub agent_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("{path} is not a run directory: {source} (expected the manifest.json that run and matrix write)")]
+    Missing { path: PathBuf, source: io::Error },
+    #[error("{path} is not a valid manifest: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} has schema_version {found}, newer than this hcbench reads ({MANIFEST_SCHEMA_VERSION}); upgrade hcbench"
+    )]
+    TooNew { path: PathBuf, found: u32 },
+    #[error("{path} already holds a run; choose another --out, or finish it with `hcbench matrix --resume {path}`")]
+    Taken { path: PathBuf },
+    #[error("another hcbench process is writing run directory {path} ({holder}); wait for it to finish")]
+    Busy { path: PathBuf, holder: String },
+    /// The place given for a new run cannot hold one (not creatable or not writable).
+    #[error("cannot use run directory {path}: {source}; choose another --out")]
+    Unusable { path: PathBuf, source: io::Error },
+    #[error("cannot write in run directory {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} line {line} is not a cell summary: {message}")]
+    CorruptResults { path: PathBuf, line: usize, message: String },
+    #[error(
+        "{path} line {line} has schema_version {found}, newer than this hcbench reads ({SUMMARY_SCHEMA_VERSION}); upgrade hcbench"
+    )]
+    ResultsTooNew { path: PathBuf, line: usize, found: u32 },
+}
+
+impl RunDirError {
+    /// True when the user can fix it (a wrong path, a corrupt or newer file, a busy directory);
+    /// false when hcbench could not do its own I/O.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, RunDirError::Io { .. })
+    }
+}
+
+impl Manifest {
+    pub fn new(plan: Plan<'_>, root: &Path, bench: &Benchmark, case_ids: &[String]) -> Manifest {
+        Manifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            run_id: plan.run_id.to_string(),
+            hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: git_head(root),
+            command: plan.command.to_string(),
+            benchmark: bench.name.clone(),
+            profiles: plan.profiles,
+            cases: case_ids
+                .iter()
+                .filter_map(|id| bench.case(id))
+                .map(|c| ManifestCase {
+                    id: c.id.clone(),
+                    category: c.category.to_string(),
+                    split: c.split.to_string(),
+                })
+                .collect(),
+            epochs: plan.epochs,
+            jobs: plan.jobs,
+            started_at: crate::util::now_rfc3339(),
+            agent_spec: plan.agent_spec.to_string(),
+            agent_dir: plan.agent_dir,
+            budget_usd: None,
+        }
+    }
+
+    pub fn read(run_dir: &Path) -> Result<Manifest, RunDirError> {
+        let path = run_dir.join(MANIFEST);
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| RunDirError::Missing { path: path.clone(), source })?;
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| RunDirError::Invalid { path: path.clone(), message: e.to_string() })?;
+        if m.schema_version > MANIFEST_SCHEMA_VERSION {
+            return Err(RunDirError::TooNew { path, found: m.schema_version });
+        }
+        Ok(m)
+    }
+
+    fn write(&self, run_dir: &Path) -> io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        crate::util::write_atomic(&run_dir.join(MANIFEST), &bytes)
+    }
+
+    /// The case ids of the plan, in plan order.
+    pub fn case_ids(&self) -> Vec<String> {
+        self.cases.iter().map(|c| c.id.clone()).collect()
+    }
+
+    /// (cell id, case id, profile) of every planned cell, in plan order.
+    pub fn cell_ids(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for case in &self.cases {
+            for epoch in 1..=self.epochs {
+                for p in &self.profiles {
+                    out.push((cell_id(&case.id, p, epoch, self.epochs), case.id.clone(), p.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn category_of(&self, case_id: &str) -> Option<String> {
+        self.cases.iter().find(|c| c.id == case_id).map(|c| c.category.clone())
+    }
+
+    pub fn split_of(&self, case_id: &str) -> Option<String> {
+        self.cases.iter().find(|c| c.id == case_id).map(|c| c.split.clone())
+    }
+}
+
+/// The commit HEAD points at, read from `.git` without running git.
+fn git_head(root: &Path) -> Option<String> {
+    let git = root.join(".git");
+    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
+    let head = head.trim();
+    if let Some(r) = head.strip_prefix("ref: ") {
+        if let Ok(id) = std::fs::read_to_string(git.join(r)) {
+            return Some(id.trim().to_string());
+        }
+        let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
+        return packed.lines().find(|l| l.ends_with(r)).and_then(|l| l.split_whitespace().next()).map(str::to_string);
+    }
+    Some(head.to_string())
+}
+
+/// The stable id of a cell. The epoch suffix appears only when the plan has several epochs.
+pub fn cell_id(case_id: &str, profile: &str, epoch: u32, epochs: u32) -> String {
+    if epochs > 1 { format!("{case_id}__{profile}__e{epoch}") } else { format!("{case_id}__{profile}") }
+}
+
+/// A run id: UTC time plus the process id, sortable and unique on one machine.
+pub fn new_run_id() -> String {
+    let ts = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = ts.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    format!("{}-{}", compact.to_lowercase(), std::process::id())
+}
+
+/// A run directory this process writes cells into; holds its lock while it lives.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    manifest: Manifest,
+    _lock: FileLock,
+}
+
+impl RunDir {
+    /// Creates a new run directory and writes its manifest. Refuses a directory that already
+    /// holds a run, and fails now (not after the first cell) when the place is not writable.
+    pub fn create(path: &Path, manifest: Manifest) -> Result<RunDir, RunDirError> {
+        let io = |source| RunDirError::Unusable { path: path.to_path_buf(), source };
+        if path.join(MANIFEST).exists() {
+            return Err(RunDirError::Taken { path: path.to_path_buf() });
+        }
+        std::fs::create_dir_all(path.join("cells")).map_err(io)?;
+        let path = path.canonicalize().map_err(io)?;
+        let lock = lock(&path)?;
+        manifest.write(&path).map_err(|source| RunDirError::Unusable { path: path.clone(), source })?;
+        Ok(RunDir { path, manifest, _lock: lock })
+    }
+
+    /// Opens an existing run directory to finish it (`--resume`): takes its lock, keeps every
+    /// cell whose trace ended with a verdict, removes the directories of the others, and
+    /// rewrites `results.jsonl` to hold exactly the kept cells. Returns the kept summaries.
+    pub fn resume(path: &Path) -> Result<(RunDir, Vec<CellSummary>), RunDirError> {
+        let manifest = Manifest::read(path)?;
+        let path = path.canonicalize().map_err(|source| RunDirError::Io { path: path.to_path_buf(), source })?;
+        let io = |source| RunDirError::Io { path: path.clone(), source };
+        let lock = lock(&path)?;
+        let mut kept = Vec::new();
+        for (cell_id, _, _) in manifest.cell_ids() {
+            let cell_dir = path.join("cells").join(&cell_id);
+            match completed_cell(&cell_dir) {
+                Some(s) => kept.push(s),
+                None if cell_dir.exists() => std::fs::remove_dir_all(&cell_dir).map_err(io)?,
+                None => {}
+            }
+        }
+        let mut lines = Vec::new();
+        for s in &kept {
+            lines.extend(serde_json::to_vec(s).map_err(|e| io(io::Error::other(e)))?);
+            lines.push(b'\n');
+        }
+        crate::util::write_atomic(&path.join(RESULTS), &lines).map_err(io)?;
+        Ok((RunDir { path: path.clone(), manifest, _lock: lock }, kept))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn cell_dir(&self, cell_id: &str) -> PathBuf {
+        self.path.join("cells").join(cell_id)
+    }
+
+    /// The appender of `results.jsonl`.
+    pub fn results(&self) -> Result<ResultsFile, RunDirError> {
+        ResultsFile::open(&self.path.join(RESULTS))
+            .map_err(|source| RunDirError::Io { path: self.path.clone(), source })
+    }
+}
+
+fn lock(path: &Path) -> Result<FileLock, RunDirError> {
+    FileLock::acquire(&path.join(LOCK), "run", Duration::ZERO, |_| {}).map_err(|e| match e {
+        LockError::Busy { holder, .. } => RunDirError::Busy { path: path.to_path_buf(), holder },
+        LockError::Io { source, .. } => RunDirError::Io { path: path.to_path_buf(), source },
+    })
+}
+
+/// The cell's summary when its trace ended with a real verdict (kept by `--resume`).
+fn completed_cell(cell_dir: &Path) -> Option<CellSummary> {
+    let s = replay_trace(&cell_dir.join("trace.jsonl")).ok()?;
+    match s.outcome {
+        Some(Outcome::Cancelled) | None => None,
+        Some(_) => Some(s),
+    }
+}
+
+/// `results.jsonl` opened for appending: one line per finished cell, flushed at once so an
+/// interrupted run keeps every line it wrote. Lines are written whole under a mutex, so cells
+/// finishing together never interleave. As an [`EngineSink`] it appends every finished cell;
+/// a failed write is kept and returned by [`ResultsFile::finish`], since a sink cannot fail
+/// the cell that produced the event.
+pub struct ResultsFile {
+    path: PathBuf,
+    file: Mutex<(File, Option<io::Error>)>,
+}
+
+impl ResultsFile {
+    fn open(path: &Path) -> io::Result<ResultsFile> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(ResultsFile { path: path.to_path_buf(), file: Mutex::new((file, None)) })
+    }
+
+    pub fn append(&self, summary: &CellSummary) -> io::Result<()> {
+        let mut line = serde_json::to_vec(summary).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.0.write_all(&line)?;
+        f.0.flush()
+    }
+
+    /// The first write that failed while the file was a sink, if any.
+    pub fn finish(&self) -> Result<(), RunDirError> {
+        match self.file.lock().unwrap_or_else(|p| p.into_inner()).1.take() {
+            Some(source) => Err(RunDirError::Io { path: self.path.clone(), source }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl EngineSink for ResultsFile {
+    fn event(&self, event: EngineEvent<'_>) {
+        if let EngineEvent::CellFinished { summary, .. } = event
+            && let Err(e) = self.append(summary)
+        {
+            self.file.lock().unwrap_or_else(|p| p.into_inner()).1.get_or_insert(e);
+        }
+    }
+}
+
+/// Reads `results.jsonl` back (tools and tests; reports are always rebuilt from traces).
+pub fn read_results(run_dir: &Path) -> Result<Vec<CellSummary>, RunDirError> {
+    let path = run_dir.join(RESULTS);
+    let text = std::fs::read_to_string(&path).map_err(|source| RunDirError::Io { path: path.clone(), source })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let s: CellSummary = serde_json::from_str(line).map_err(|e| RunDirError::CorruptResults {
+            path: path.clone(),
+            line: i + 1,
+            message: e.to_string(),
+        })?;
+        if s.schema_version > SUMMARY_SCHEMA_VERSION {
+            return Err(RunDirError::ResultsTooNew { path, line: i + 1, found: s.schema_version });
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(run_id: &str) -> Manifest {
+        Manifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            run_id: run_id.into(),
+            hcbench_version: "0".into(),
+            git_commit: None,
+            command: "matrix".into(),
+            benchmark: "b".into(),
+            profiles: vec!["oracle".into(), "nop".into()],
+            cases: vec![ManifestCase { id: "c-1".into(), category: "bugfix".into(), split: "train".into() }],
+            epochs: 2,
+            jobs: 1,
+            started_at: String::new(),
+            agent_spec: String::new(),
+            agent_dir: None,
+            budget_usd: None,
+        }
+    }
+
+    #[test]
+    fn cells_are_planned_case_then_epoch_then_profile() {
+        let ids: Vec<String> = manifest("r").cell_ids().into_iter().map(|(id, _, _)| id).collect();
+        assert_eq!(ids, ["c-1__oracle__e1", "c-1__nop__e1", "c-1__oracle__e2", "c-1__nop__e2"]);
+        assert_eq!(cell_id("c-1", "oracle", 1, 1), "c-1__oracle", "no epoch suffix with one epoch");
+    }
+
+    #[test]
+    fn a_run_directory_is_created_once_and_written_by_one_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run");
+        let run = RunDir::create(&path, manifest("r1")).unwrap();
+        assert_eq!(Manifest::read(&path).unwrap().run_id, "r1");
+        let e = RunDir::create(&path, manifest("r2")).unwrap_err();
+        assert!(matches!(e, RunDirError::Taken { .. }) && e.is_usage(), "{e}");
+        let e = RunDir::resume(&path).expect_err("the lock is held");
+        assert!(e.to_string().contains("another hcbench process is writing"), "{e}");
+        drop(run);
+        let (_run, kept) = RunDir::resume(&path).unwrap();
+        assert!(kept.is_empty());
+    }
+
+    #[test]
+    fn results_round_trip_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), manifest("r")).unwrap();
+        let results = run.results().unwrap();
+        for id in ["a", "b"] {
+            results.append(&CellSummary { cell_id: id.into(), ..Default::default() }).unwrap();
+        }
+        let read: Vec<String> = read_results(dir.path()).unwrap().into_iter().map(|s| s.cell_id).collect();
+        assert_eq!(read, ["a", "b"]);
+        std::fs::write(dir.path().join(RESULTS), "{}\nnot json\n").unwrap();
+        let e = read_results(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("line 1") || e.contains("line 2"), "{e}");
+    }
+}
