@@ -68,15 +68,16 @@ pub struct Comparison {
     pub a: String,
     pub b: String,
     pub cases: usize,
-    /// Mean over cases of (score of a - score of b), score = mean reward over epochs.
+    /// Mean over cases of (score of a - score of b), score = share of epochs that passed.
     pub mean_diff: f64,
     pub ci: (f64, f64),
     /// "a better than b", "b better than a" (with names) or "within noise".
     pub verdict: String,
 }
 
-/// Per-case scores of one profile: case -> rewards over epochs.
-fn case_rewards<'a>(cells: impl Iterator<Item = &'a CellSummary>) -> BTreeMap<&'a str, Vec<f64>> {
+/// Per-case pass indicators of one profile: case -> 1.0 (passed) or 0.0 per epoch. This is
+/// pass/fail, not the cell's reward (a partial reward still counts as not passed).
+fn case_passes<'a>(cells: impl Iterator<Item = &'a CellSummary>) -> BTreeMap<&'a str, Vec<f64>> {
     let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for c in cells {
         let r = if c.outcome == Some(Outcome::Passed) { 1.0 } else { 0.0 };
@@ -158,7 +159,7 @@ pub fn group_stats(profile: &str, category: Option<&str>, cells: &[&CellSummary]
     walls.sort_unstable();
     let sum = |f: fn(&CellSummary) -> u64| cells.iter().map(|c| f(c)).sum::<u64>();
 
-    let by_case = case_rewards(cells.iter().copied());
+    let by_case = case_passes(cells.iter().copied());
     let epochs = by_case.values().map(Vec::len).min().unwrap_or(0);
     let case_scores: Vec<f64> = by_case.values().map(|r| mean(r)).collect();
     let k = epochs;
@@ -235,7 +236,7 @@ pub fn compare_all(profiles: &[String], cells: &[CellSummary]) -> Vec<Comparison
     let scores: Vec<BTreeMap<&str, f64>> = profiles
         .iter()
         .map(|p| {
-            case_rewards(cells.iter().filter(|c| &c.profile == p)).into_iter().map(|(k, v)| (k, mean(&v))).collect()
+            case_passes(cells.iter().filter(|c| &c.profile == p)).into_iter().map(|(k, v)| (k, mean(&v))).collect()
         })
         .collect();
     let mut out = Vec::new();
