@@ -45,8 +45,11 @@ fn main() {
         let cells = engine::plan("bench", &run_dir, &bench, &case_ids, &profiles, 1, &spec);
         let n = cells.len();
         let t0 = Instant::now();
-        let summaries =
-            rt.block_on(engine::execute("bench", &run_dir, cells, jobs, Arc::new(NullSink), Cancel::default(), None));
+        let summaries = rt.block_on(engine::execute(
+            engine::Batch { run_id: "bench", run_dir: &run_dir, cells, jobs, budget: None },
+            Arc::new(NullSink),
+            Cancel::default(),
+        ));
         let h = t0.elapsed();
         assert_eq!(summaries.len(), n);
         assert!(summaries.iter().all(|s| s.reward == 1.0), "the oracle must pass every case");

@@ -101,37 +101,35 @@ pub struct Budget {
     pub already_spent: f64,
 }
 
+/// One batch of cells for the scheduler: which run they belong to, how many run at once, and
+/// an optional cost cap.
+pub struct Batch<'a> {
+    pub run_id: &'a str,
+    pub run_dir: &'a Path,
+    pub cells: Vec<CellPlan>,
+    pub jobs: usize,
+    pub budget: Option<Budget>,
+}
+
 /// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
 /// started because of cancellation or the budget are absent from the result.
-pub async fn execute(
-    run_id: &str,
-    run_dir: &Path,
-    cells: Vec<CellPlan>,
-    jobs: usize,
-    sink: Arc<dyn EngineSink>,
-    cancel: Cancel,
-    budget: Option<Budget>,
-) -> Vec<CellSummary> {
-    execute_with(run_id, run_dir, cells, jobs, sink, cancel, budget, |cell| async move { run_cell(&cell).await }).await
+pub async fn execute(batch: Batch<'_>, sink: Arc<dyn EngineSink>, cancel: Cancel) -> Vec<CellSummary> {
+    execute_with(batch, sink, cancel, |cell| async move { run_cell(&cell).await }).await
 }
 
 /// [`execute`] with the function that runs one cell as a parameter: tests drive the scheduler
 /// with cells that fail or panic on purpose.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute_with<F, Fut>(
-    run_id: &str,
-    run_dir: &Path,
-    cells: Vec<CellPlan>,
-    jobs: usize,
+    batch: Batch<'_>,
     sink: Arc<dyn EngineSink>,
     cancel: Cancel,
-    budget: Option<Budget>,
     run: F,
 ) -> Vec<CellSummary>
 where
     F: Fn(CellPlan) -> Fut,
     Fut: Future<Output = std::io::Result<CellSummary>> + Send + 'static,
 {
+    let Batch { run_id, run_dir, cells, jobs, budget } = batch;
     let spent = Arc::new(Mutex::new((budget.map_or(0.0, |b| b.already_spent), false)));
     let mut profiles: Vec<String> = Vec::new();
     for c in &cells {
@@ -279,7 +277,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
         let doomed = cells[0].cell_id.clone();
-        let summaries = execute_with("r", dir.path(), cells, 2, Arc::new(NullSink), Cancel::default(), None, |cell| {
+        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 2, budget: None };
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
             let doomed = doomed.clone();
             async move {
                 std::fs::create_dir_all(&cell.cell_dir)?;
@@ -306,11 +305,11 @@ mod tests {
     async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
-        let summaries =
-            execute_with("r", dir.path(), cells, 1, Arc::new(NullSink), Cancel::default(), None, |_| async {
-                Err(std::io::Error::other("disk full"))
-            })
-            .await;
+        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 1, budget: None };
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |_| async {
+            Err(std::io::Error::other("disk full"))
+        })
+        .await;
         assert!(summaries.iter().all(|s| s.outcome == Some(Outcome::HarnessError) && s.reason.contains("disk full")));
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::CommandError;
 use crate::agent::CellPlan;
-use crate::engine::{self, Budget, Cancel};
+use crate::engine::{self, Batch, Budget, Cancel};
 use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::replay::CellSummary;
 use crate::rundir::RunDir;
@@ -46,7 +46,8 @@ pub(crate) fn execute(
                 }
             })
         };
-        let r = engine::execute(&run.manifest().run_id, run.path(), cells, jobs, sink, cancel.clone(), budget).await;
+        let batch = Batch { run_id: &run.manifest().run_id, run_dir: run.path(), cells, jobs, budget };
+        let r = engine::execute(batch, sink, cancel.clone()).await;
         watcher.abort();
         r
     });

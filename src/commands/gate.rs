@@ -28,7 +28,7 @@ use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, load_benchmark};
 use crate::cli::{GateArgs, GateFormat};
-use crate::engine::{self, Cancel};
+use crate::engine::{self, Batch, Cancel};
 use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::gate::config::{Config, Mode};
 use crate::gate::git::Git;
@@ -924,8 +924,11 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Ok(None);
         }
-        let summaries =
-            self.rt.block_on(engine::execute(run_id, run_dir, cells, self.jobs, sink, self.cancel.clone(), None));
+        let summaries = self.rt.block_on(engine::execute(
+            Batch { run_id, run_dir, cells, jobs: self.jobs, budget: None },
+            sink,
+            self.cancel.clone(),
+        ));
         Ok(if self.cancel.is_cancelled() { None } else { Some(summaries) })
     }
 }
