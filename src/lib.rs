@@ -7,6 +7,7 @@
 //! traces alone and [`report`] renders them. The engine never prints: progress reaches the CLI
 //! through [`engine::EngineSink`].
 
+pub mod action;
 pub mod agent;
 pub mod aggregate;
 pub mod bench;

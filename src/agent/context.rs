@@ -10,21 +10,6 @@ use super::spec::AgentSpec;
 use crate::bench::Case;
 use crate::trace::event::ContextSection;
 
-/// Character budgets per section.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Budgets {
-    pub system: usize,
-    pub tools: usize,
-    pub memory: usize,
-    pub observations: usize,
-}
-
-impl Default for Budgets {
-    fn default() -> Self {
-        Budgets { system: 4_000, tools: 4_000, memory: 2_000, observations: 24_000 }
-    }
-}
-
 /// One tool result the model has seen, kept for the observations section.
 #[derive(Debug, Clone)]
 pub struct Observation {

@@ -9,24 +9,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::paths::normalize;
 use crate::bench::Case;
 use crate::process::{self, CommandOutcome, CommandSpec};
 use crate::trace::event::{Check, Outcome};
-
-/// Substitutes `{benchmark_dir}`, `{workspace}` and `{trace}` in an argv.
-pub fn expand(argv: &[String], case: &Case, workspace: &Path, trace: Option<&Path>) -> Vec<String> {
-    let bench_dir =
-        case.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    argv.iter()
-        .map(|a| {
-            let mut a = a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
-            if let Some(t) = trace {
-                a = a.replace("{trace}", &t.to_string_lossy());
-            }
-            a
-        })
-        .collect()
-}
 
 /// What the agent did, as far as the verifier's trace assertions need it.
 pub struct TraceFacts {
@@ -52,7 +38,7 @@ pub struct VerifierRun {
 
 pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path) -> TestRun {
     let spec = CommandSpec {
-        argv: expand(&case.test_command, case, workspace, Some(trace)),
+        argv: case.expand(&case.test_command, workspace, Some(trace)),
         cwd: workspace.to_path_buf(),
         timeout: case.timeout,
         env: Vec::new(),
@@ -94,12 +80,12 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
         });
     }
     if let Some(target) = &v.first_read {
-        let step = facts.first_reads.get(&crate::agent::tools::normalize(target)).copied();
+        let step = facts.first_reads.get(&normalize(target)).copied();
         metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
         let spec = CommandSpec {
-            argv: expand(cmd, case, workspace, Some(trace)),
+            argv: case.expand(cmd, workspace, Some(trace)),
             cwd: workspace.to_path_buf(),
             timeout: case.timeout,
             env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],

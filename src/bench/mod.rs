@@ -9,13 +9,12 @@ mod load;
 pub mod suite;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::tools::Tool;
-use crate::model::action::Action;
+use crate::action::{Action, Tool};
 
 pub use load::{LoadError, Problem, load_benchmark};
 
@@ -123,6 +122,26 @@ pub struct Case {
     pub oracle: Vec<Action>,
     /// The case file, for error messages.
     pub file: PathBuf,
+}
+
+impl Case {
+    /// Substitutes the placeholders a case file may use in `test_command` and
+    /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
+    /// when given, `{trace}`.
+    pub fn expand(&self, argv: &[String], workspace: &Path, trace: Option<&Path>) -> Vec<String> {
+        let bench_dir =
+            self.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        argv.iter()
+            .map(|a| {
+                let mut a =
+                    a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
+                if let Some(t) = trace {
+                    a = a.replace("{trace}", &t.to_string_lossy());
+                }
+                a
+            })
+            .collect()
+    }
 }
 
 /// How a case is judged beyond its test command. Every given check must pass.

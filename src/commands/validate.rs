@@ -15,11 +15,11 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::CommandError;
+use crate::action::Action;
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Case, Category};
 use crate::cli::{Format, ValidateArgs};
 use crate::engine::{self, Manifest};
-use crate::model::action::Action;
 use crate::model::scripted::Script;
 use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
