@@ -57,7 +57,7 @@ pub enum Tool {
 
 /// What kind of value an argument takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgKind {
+pub(crate) enum ArgKind {
     Text,
     /// An integer of at least 1 (line numbers, depths).
     Count,
@@ -68,7 +68,7 @@ pub enum ArgKind {
 
 /// Whether the model must give an argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// A call without it is invalid.
     Required,
     /// May be left out; a default applies. Shown to the model with a `?`.
@@ -79,26 +79,26 @@ pub enum Need {
 
 /// One argument of a tool.
 #[derive(Debug)]
-pub struct ArgDef {
-    pub name: &'static str,
-    pub kind: ArgKind,
-    pub need: Need,
+pub(crate) struct ArgDef {
+    pub(crate) name: &'static str,
+    pub(crate) kind: ArgKind,
+    pub(crate) need: Need,
     /// What the one-line description says after `name:`; empty for nothing.
-    pub note: &'static str,
+    pub(crate) note: &'static str,
     /// The argument's description in the JSON schema of native tool calls.
-    pub about: &'static str,
+    pub(crate) about: &'static str,
 }
 
 /// One tool: the single definition the rest of the crate reads.
 #[derive(Debug)]
-pub struct ToolDef {
-    pub tool: Tool,
-    pub name: &'static str,
+pub(crate) struct ToolDef {
+    pub(crate) tool: Tool,
+    pub(crate) name: &'static str,
     /// What the tool does, after the argument list in the one-line description.
-    pub summary: &'static str,
-    pub args: &'static [ArgDef],
+    pub(crate) summary: &'static str,
+    pub(crate) args: &'static [ArgDef],
     /// True for tools that change nothing (they may run concurrently in later versions).
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 const fn arg(name: &'static str, kind: ArgKind, need: Need, note: &'static str, about: &'static str) -> ArgDef {
@@ -111,7 +111,7 @@ use Need::{Expected, Optional, Required};
 /// Every tool, in the order the model is shown them. The texts are part of the model's
 /// context and of native tool-call request bodies; changing one changes what models see
 /// and invalidates cached responses.
-pub const TOOLS: &[ToolDef] = &[
+pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         tool: Tool::ListFiles,
         name: "list_files",
@@ -200,7 +200,7 @@ impl ToolDef {
     /// The argument a bare value (a string instead of an object) stands for: the only
     /// required argument, or the first one when none is required. `None` when that is
     /// ambiguous (several required arguments) or the tool takes none.
-    pub fn main_arg(&self) -> Option<&'static ArgDef> {
+    pub(crate) fn main_arg(&self) -> Option<&'static ArgDef> {
         let mut required = self.args.iter().filter(|a| a.need == Required);
         match (required.next(), required.next()) {
             (Some(only), None) => Some(only),
@@ -237,7 +237,7 @@ impl Tool {
         TOOLS.iter().position(|d| d.tool == self).expect("every tool has a row in TOOLS")
     }
 
-    pub fn def(self) -> &'static ToolDef {
+    pub(crate) fn def(self) -> &'static ToolDef {
         &TOOLS[self.index()]
     }
 

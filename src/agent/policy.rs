@@ -153,29 +153,12 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::time::Duration;
 
     use super::*;
     use crate::action::Tool;
-    use crate::bench::{Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
 
     fn case() -> Case {
-        Case {
-            id: "t".into(),
-            category: Category::Bugfix,
-            split: Split::Train,
-            fixture: "t".into(),
-            fixture_dir: PathBuf::new(),
-            prompt: "p".into(),
-            allowed_tools: Tool::all().collect(),
-            allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
-            step_budget: 5,
-            timeout: Duration::from_secs(5),
-            test_command: vec!["true".into()],
-            verifier: VerifierSpec::default(),
-            oracle: vec![],
-            file: PathBuf::new(),
-        }
+        Case::sample()
     }
 
     fn ws() -> (tempfile::TempDir, PathBuf) {

@@ -144,6 +144,30 @@ impl Case {
     }
 }
 
+#[cfg(test)]
+impl Case {
+    /// A bugfix case with every tool, the default programs, 5 steps and `true` as its test
+    /// command, for unit tests that need a case but no benchmark on disk.
+    pub(crate) fn sample() -> Case {
+        Case {
+            id: "t".into(),
+            category: Category::Bugfix,
+            split: Split::Train,
+            fixture: "t".into(),
+            fixture_dir: PathBuf::new(),
+            prompt: "p".into(),
+            allowed_tools: Tool::all().collect(),
+            allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
+            step_budget: 5,
+            timeout: Duration::from_secs(5),
+            test_command: vec!["true".into()],
+            verifier: VerifierSpec::default(),
+            oracle: vec![],
+            file: PathBuf::new(),
+        }
+    }
+}
+
 /// How a case is judged beyond its test command. Every given check must pass.
 #[derive(Debug, Clone, Default)]
 pub struct VerifierSpec {
