@@ -5,8 +5,11 @@
 //! cases, [`engine`] runs cells (case x profile) in parallel, each through the embedded
 //! [`agent`] loop, which appends every step to a [`trace`]. [`replay`] rebuilds summaries from
 //! traces alone and [`report`] renders them. The engine never prints: progress reaches the CLI
-//! through [`engine::EngineSink`].
+//! through [`engine::EngineSink`]. [`action`] holds the vocabulary that bench, model and agent
+//! share (the tools, their arguments, the actions a model sends), so none of the three imports
+//! another to speak about tools.
 
+pub mod action;
 pub mod agent;
 pub mod aggregate;
 pub mod bench;

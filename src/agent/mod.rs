@@ -7,6 +7,7 @@
 //! live summary and a later replay agree by construction.
 
 pub mod context;
+pub(crate) mod paths;
 pub mod policy;
 pub mod score;
 pub mod spec;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::action::{Call, Tool};
 use crate::bench::Case;
 use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
@@ -26,7 +28,7 @@ use crate::trace::event::{Artifact, EventBody, Outcome};
 use context::{ContextState, Observation};
 use policy::Decision;
 use spec::AgentSpec;
-use tools::{Call, Tool, ToolOutput};
+use tools::ToolOutput;
 
 /// Bytes of a tool output the model sees; the rest lives in an artifact.
 pub const PREVIEW_LIMIT: usize = 8 * 1024;

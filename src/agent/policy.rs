@@ -5,9 +5,10 @@
 //! that resolves outside. Secrets are never readable. `.git` is never writable. `run_command`
 //! starts only allowlisted programs, git only read-only, and never a network tool.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
-use super::tools::Call;
+use super::paths::{confine, is_secret_name};
+use crate::action::Call;
 use crate::bench::Case;
 
 /// The decision on one call.
@@ -28,51 +29,6 @@ pub const READ_ONLY_GIT: &[&str] = &["status", "diff", "log", "show", "ls-files"
 
 /// Python modules that fetch or serve over the network.
 const NETWORK_PY_MODULES: &[&str] = &["pip", "ensurepip", "http.server", "urllib.request", "ftplib", "smtplib"];
-
-/// True for file names that hold credentials.
-pub fn is_secret_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower == ".env"
-        || lower.starts_with(".env.")
-        || lower == "models.toml"
-        || lower.ends_with(".pem")
-        || lower.ends_with(".key")
-        || lower.ends_with("_key")
-        || lower.starts_with("id_rsa")
-        || lower.starts_with("id_ed25519")
-        || lower.starts_with("id_ecdsa")
-        || lower.ends_with(".p12")
-}
-
-/// Resolves a workspace-relative path, refusing anything that could land outside `root`.
-/// `root` must be canonical. Returns the joined (not canonicalized) path.
-pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
-    let rel = if rel.is_empty() { "." } else { rel };
-    let p = Path::new(rel);
-    if p.is_absolute() {
-        return Err(format!("`{rel}` is absolute; use a path relative to the workspace root"));
-    }
-    if p.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(format!("`{rel}` contains `..`; paths must stay inside the workspace"));
-    }
-    let joined = root.join(p);
-    // The longest existing ancestor decides: a symlink anywhere along the way is resolved.
-    let mut probe = joined.as_path();
-    loop {
-        if probe.symlink_metadata().is_ok() {
-            let real = probe.canonicalize().map_err(|_| format!("`{rel}` is a dangling symlink"))?;
-            if !real.starts_with(root) {
-                return Err(format!("`{rel}` resolves outside the workspace (symlink escape)"));
-            }
-            break;
-        }
-        match probe.parent() {
-            Some(parent) => probe = parent,
-            None => break,
-        }
-    }
-    Ok(joined)
-}
 
 /// True when `rel` (or what it resolves to) is a secret.
 fn touches_secret(root: &Path, rel: &str) -> bool {
@@ -196,28 +152,13 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
-    use crate::agent::tools::Tool;
-    use crate::bench::{Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
-    use std::time::Duration;
+    use crate::action::Tool;
 
     fn case() -> Case {
-        Case {
-            id: "t".into(),
-            category: Category::Bugfix,
-            split: Split::Train,
-            fixture: "t".into(),
-            fixture_dir: PathBuf::new(),
-            prompt: "p".into(),
-            allowed_tools: Tool::ALL.to_vec(),
-            allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
-            step_budget: 5,
-            timeout: Duration::from_secs(5),
-            test_command: vec!["true".into()],
-            verifier: VerifierSpec::default(),
-            oracle: vec![],
-            file: PathBuf::new(),
-        }
+        Case::sample()
     }
 
     fn ws() -> (tempfile::TempDir, PathBuf) {

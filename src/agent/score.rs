@@ -9,24 +9,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::paths::normalize;
 use crate::bench::Case;
 use crate::process::{self, CommandOutcome, CommandSpec};
 use crate::trace::event::{Check, Outcome};
-
-/// Substitutes `{benchmark_dir}`, `{workspace}` and `{trace}` in an argv.
-pub fn expand(argv: &[String], case: &Case, workspace: &Path, trace: Option<&Path>) -> Vec<String> {
-    let bench_dir =
-        case.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    argv.iter()
-        .map(|a| {
-            let mut a = a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
-            if let Some(t) = trace {
-                a = a.replace("{trace}", &t.to_string_lossy());
-            }
-            a
-        })
-        .collect()
-}
 
 /// What the agent did, as far as the verifier's trace assertions need it.
 pub struct TraceFacts {
@@ -52,7 +38,7 @@ pub struct VerifierRun {
 
 pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path) -> TestRun {
     let spec = CommandSpec {
-        argv: expand(&case.test_command, case, workspace, Some(trace)),
+        argv: case.expand(&case.test_command, workspace, Some(trace)),
         cwd: workspace.to_path_buf(),
         timeout: case.timeout,
         env: Vec::new(),
@@ -94,12 +80,12 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
         });
     }
     if let Some(target) = &v.first_read {
-        let step = facts.first_reads.get(&crate::agent::tools::normalize(target)).copied();
+        let step = facts.first_reads.get(&normalize(target)).copied();
         metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
         let spec = CommandSpec {
-            argv: expand(cmd, case, workspace, Some(trace)),
+            argv: case.expand(cmd, workspace, Some(trace)),
             cwd: workspace.to_path_buf(),
             timeout: case.timeout,
             env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
@@ -167,4 +153,103 @@ fn exit_label(out: &CommandOutcome) -> String {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn exited(code: Option<i32>) -> TestRun {
+        TestRun {
+            result: Ok(CommandOutcome {
+                exit_code: code,
+                timed_out: false,
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                truncated: false,
+                duration: Duration::from_millis(1500),
+            }),
+        }
+    }
+
+    fn timed_out() -> TestRun {
+        let mut run = exited(None);
+        if let Ok(out) = &mut run.result {
+            out.timed_out = true;
+        }
+        run
+    }
+
+    fn verifier(checks: &[(&str, bool, &str)]) -> VerifierRun {
+        let checks: Vec<Check> = checks
+            .iter()
+            .map(|(name, passed, detail)| Check { name: name.to_string(), passed: *passed, detail: detail.to_string() })
+            .collect();
+        VerifierRun {
+            passed: checks.iter().all(|c| c.passed),
+            checks,
+            metrics: BTreeMap::new(),
+            timed_out: false,
+            duration_ms: 0,
+            error: None,
+        }
+    }
+
+    // `judge` produces passed, failed, timeout, verifier_error and harness_error; the other
+    // classes (provider_error, cancelled) are decided by the loop and the engine before it.
+
+    #[test]
+    fn passing_tests_and_checks_pass_with_reward_one() {
+        let v = verifier(&[("unchanged", true, "tests.py unchanged")]);
+        assert_eq!(judge(&exited(Some(0)), &v), (Outcome::Passed, 1.0, "tests and verifier passed".into()));
+        assert_eq!(judge(&exited(Some(0)), &verifier(&[])).0, Outcome::Passed, "no checks: the tests decide");
+    }
+
+    #[test]
+    fn failing_tests_or_checks_fail_and_say_which() {
+        let ok = verifier(&[("unchanged", true, "tests.py unchanged")]);
+        assert_eq!(judge(&exited(Some(1)), &ok), (Outcome::Failed, 0.0, "tests failed (exit 1)".into()));
+        assert_eq!(judge(&exited(None), &ok), (Outcome::Failed, 0.0, "tests failed (exit signal)".into()));
+        let bad = verifier(&[
+            ("unchanged", false, "tests.py was modified"),
+            ("max_steps", true, "3 steps"),
+            ("command", false, "exit code 2\n--- stdout ---\nlong detail"),
+        ]);
+        let reason = "verifier failed: unchanged: tests.py was modified; command: exit code 2";
+        assert_eq!(judge(&exited(Some(0)), &bad), (Outcome::Failed, 0.0, reason.into()));
+        assert_eq!(judge(&exited(Some(1)), &bad), (Outcome::Failed, 0.0, format!("tests failed (exit 1); {reason}")));
+    }
+
+    #[test]
+    fn a_test_command_that_cannot_start_is_a_harness_error() {
+        let tests = TestRun { result: Err("cannot start `pytest`: not found".into()) };
+        let mut v = verifier(&[]);
+        v.error = Some("cannot start verifier".into());
+        // The harness error wins: nothing about the agent's work is known.
+        assert_eq!(judge(&tests, &v), (Outcome::HarnessError, 0.0, "cannot start `pytest`: not found".into()));
+    }
+
+    #[test]
+    fn timeouts_are_their_own_class() {
+        let reason = "test command timed out after 1.5s".to_string();
+        assert_eq!(judge(&timed_out(), &verifier(&[])), (Outcome::Timeout, 0.0, reason));
+        let mut v = verifier(&[("command", false, "timed out after 60.0s")]);
+        v.timed_out = true;
+        // A verifier timeout is not the agent's failure, even when the tests failed.
+        assert_eq!(judge(&exited(Some(1)), &v), (Outcome::Timeout, 0.0, "verifier command timed out".into()));
+        assert_eq!(judge(&exited(Some(0)), &v).0, Outcome::Timeout);
+    }
+
+    #[test]
+    fn a_verifier_that_cannot_start_is_a_verifier_error() {
+        let mut v = verifier(&[("command", false, "cannot start verifier `check.py`: not found")]);
+        v.error = Some("cannot start verifier `check.py`: not found".into());
+        let expected = (Outcome::VerifierError, 0.0, "cannot start verifier `check.py`: not found".to_string());
+        assert_eq!(judge(&exited(Some(0)), &v), expected);
+        assert_eq!(judge(&exited(Some(1)), &v), expected, "not counted as the agent's failure");
+        // A test timeout is reported before the verifier's problem.
+        assert_eq!(judge(&timed_out(), &v).0, Outcome::Timeout);
+    }
 }

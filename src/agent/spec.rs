@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::context::Budgets;
-use super::tools::Tool;
+use crate::action::Tool;
 
 const DEFAULT_YAML: &str = include_str!("../../agent/agent.yaml");
 const DEFAULT_SYSTEM: &str = include_str!("../../agent/system.md");
@@ -31,6 +30,21 @@ pub struct AgentSpec {
     pub digest: String,
     /// Where it was loaded from; None for the embedded default.
     pub dir: Option<PathBuf>,
+}
+
+/// Character budgets per context section; `context::pack` keeps each section within its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budgets {
+    pub system: usize,
+    pub tools: usize,
+    pub memory: usize,
+    pub observations: usize,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets { system: 4_000, tools: 4_000, memory: 2_000, observations: 24_000 }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

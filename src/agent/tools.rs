@@ -1,4 +1,7 @@
-//! The agent's tools: typed calls parsed from model actions, and their execution.
+//! The agent's tools at work: running a typed [`Call`] in the workspace.
+//!
+//! What the tools are, their names and arguments, lives in [`crate::action`]; this module
+//! only executes them.
 //!
 //! Tools run only after [`super::policy::decide`] allowed the call. A tool failure (no match
 //! for an edit, a missing file) is a result the model reads and can recover from, never an
@@ -11,171 +14,11 @@ use std::path::Path;
 use grep_regex::RegexMatcher;
 use grep_searcher::Searcher;
 use grep_searcher::sinks::UTF8;
-use serde::Deserialize;
-use serde_json::Value;
 
-use super::policy::confine;
+use super::paths::{confine, is_secret_name, normalize};
+use crate::action::Call;
 use crate::bench::Case;
-use crate::model::action::Action;
 use crate::process::{self, CommandSpec};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Tool {
-    ListFiles,
-    ReadFile,
-    SearchCode,
-    RepoMap,
-    EditFile,
-    WriteFile,
-    RunTests,
-    RunCommand,
-    Finish,
-}
-
-impl Tool {
-    pub const ALL: [Tool; 9] = [
-        Tool::ListFiles,
-        Tool::ReadFile,
-        Tool::SearchCode,
-        Tool::RepoMap,
-        Tool::EditFile,
-        Tool::WriteFile,
-        Tool::RunTests,
-        Tool::RunCommand,
-        Tool::Finish,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tool::ListFiles => "list_files",
-            Tool::ReadFile => "read_file",
-            Tool::SearchCode => "search_code",
-            Tool::RepoMap => "repo_map",
-            Tool::EditFile => "edit_file",
-            Tool::WriteFile => "write_file",
-            Tool::RunTests => "run_tests",
-            Tool::RunCommand => "run_command",
-            Tool::Finish => "finish",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    pub fn names() -> String {
-        Tool::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
-    }
-
-    /// One line for the model: what the tool does and its arguments.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Tool::ListFiles => {
-                "list_files {path?: dir (default \".\"), max_depth?: int (default 4)} - list files, ignore-aware"
-            }
-            Tool::ReadFile => "read_file {path, start_line?, end_line?} - read a file (1-based inclusive line range)",
-            Tool::SearchCode => "search_code {pattern: regex, path?: dir, glob?: e.g. \"*.py\"} - search file contents",
-            Tool::RepoMap => "repo_map {path?} - top-level classes and functions of each Python file",
-            Tool::EditFile => {
-                "edit_file {path, old, new} - replace the exact text `old` (must occur exactly once) by `new`"
-            }
-            Tool::WriteFile => "write_file {path, content, overwrite?: bool} - create a file (overwrite only if asked)",
-            Tool::RunTests => "run_tests {} - run the task's test command",
-            Tool::RunCommand => "run_command {argv: [program, args...]} - run an allowlisted program (no shell)",
-            Tool::Finish => "finish {answer} - stop; your work is then tested",
-        }
-    }
-
-    /// True for tools that change nothing (they may run concurrently in later versions).
-    pub fn is_read_only(self) -> bool {
-        matches!(self, Tool::ListFiles | Tool::ReadFile | Tool::SearchCode | Tool::RepoMap)
-    }
-}
-
-fn default_dot() -> String {
-    ".".into()
-}
-fn default_depth() -> usize {
-    4
-}
-
-/// A tool call with typed arguments.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "tool", content = "args", rename_all = "snake_case")]
-pub enum Call {
-    ListFiles {
-        #[serde(default = "default_dot")]
-        path: String,
-        #[serde(default = "default_depth")]
-        max_depth: usize,
-    },
-    ReadFile {
-        path: String,
-        #[serde(default)]
-        start_line: Option<usize>,
-        #[serde(default)]
-        end_line: Option<usize>,
-    },
-    SearchCode {
-        pattern: String,
-        #[serde(default = "default_dot")]
-        path: String,
-        #[serde(default)]
-        glob: Option<String>,
-    },
-    RepoMap {
-        #[serde(default = "default_dot")]
-        path: String,
-    },
-    EditFile {
-        path: String,
-        old: String,
-        new: String,
-    },
-    WriteFile {
-        path: String,
-        content: String,
-        #[serde(default)]
-        overwrite: bool,
-    },
-    RunTests {},
-    RunCommand {
-        argv: Vec<String>,
-    },
-    Finish {
-        #[serde(default)]
-        answer: String,
-    },
-}
-
-impl Call {
-    /// Parses an action into a typed call; the error says what is wrong with the arguments.
-    pub fn from_action(action: &Action) -> Result<Call, String> {
-        let tool = Tool::parse(&action.tool)
-            .ok_or_else(|| format!("unknown tool `{}`; known tools: {}", action.tool, Tool::names()))?;
-        let args = match &action.args {
-            Value::Null => Value::Object(Default::default()),
-            Value::Object(_) => action.args.clone(),
-            other => return Err(format!("arguments of `{}` must be an object, got {other}", tool.as_str())),
-        };
-        let tagged = serde_json::json!({ "tool": tool.as_str(), "args": args });
-        serde_json::from_value(tagged).map_err(|e| format!("invalid arguments for `{}`: {e}", tool.as_str()))
-    }
-
-    pub fn tool(&self) -> Tool {
-        match self {
-            Call::ListFiles { .. } => Tool::ListFiles,
-            Call::ReadFile { .. } => Tool::ReadFile,
-            Call::SearchCode { .. } => Tool::SearchCode,
-            Call::RepoMap { .. } => Tool::RepoMap,
-            Call::EditFile { .. } => Tool::EditFile,
-            Call::WriteFile { .. } => Tool::WriteFile,
-            Call::RunTests {} => Tool::RunTests,
-            Call::RunCommand { .. } => Tool::RunCommand,
-            Call::Finish { .. } => Tool::Finish,
-        }
-    }
-}
 
 /// What a tool produced.
 #[derive(Debug, Clone, Default)]
@@ -207,9 +50,7 @@ pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
         Call::RepoMap { path } => repo_map(root, path),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
-        Call::RunTests {} => {
-            run_argv(case, root, &super::score::expand(&case.test_command, case, root, None), true).await
-        }
+        Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true).await,
         Call::RunCommand { argv } => run_argv(case, root, argv, false).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
     }
@@ -293,16 +134,6 @@ fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) 
     ToolOutput { ok: true, text: out, read: Some(normalize(path)), ..Default::default() }
 }
 
-/// `./a/b.py` and `a/b.py` are the same file for repeated-read counting and first-read metrics.
-pub fn normalize(path: &str) -> String {
-    Path::new(path)
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> ToolOutput {
     let dir = match confine(root, path) {
         Ok(d) => d,
@@ -331,7 +162,7 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
         {
             continue;
         }
-        if crate::agent::policy::is_secret_name(&entry.file_name().to_string_lossy()) {
+        if is_secret_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
         let mut stop = false;
@@ -532,13 +363,5 @@ mod tests {
         assert_eq!(mask_durations(out), out.replace("in 0.022s", "in <time>"));
         assert_eq!(mask_durations("5 passed in 1.20s; took 3ms"), "5 passed in <time>; took <time>");
         assert_eq!(mask_durations("version 1.2s3 unchanged"), "version 1.2s3 unchanged");
-    }
-
-    #[test]
-    fn malformed_arguments_are_reported() {
-        let err = Call::from_action(&Action::new("edit_file", serde_json::json!({"path": "a.py"}))).unwrap_err();
-        assert!(err.contains("invalid arguments for `edit_file`"), "{err}");
-        assert!(Call::from_action(&Action::new("rm_rf", Value::Null)).unwrap_err().contains("unknown tool"));
-        assert_eq!(Call::from_action(&Action::new("run_tests", Value::Null)).unwrap(), Call::RunTests {});
     }
 }

@@ -13,8 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Benchmark, Case, Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
-use crate::agent::tools::Tool;
-use crate::model::action::Action;
+use crate::action::{Action, Tool};
 use crate::util::natural_cmp;
 
 /// One thing wrong with a benchmark, phrased so the user knows what to change.
@@ -313,7 +312,7 @@ fn validate_case(
     let tool_names = raw
         .allowed_tools
         .or_else(|| defaults.allowed_tools.clone())
-        .unwrap_or_else(|| Tool::ALL.iter().map(|t| t.as_str().to_string()).collect());
+        .unwrap_or_else(|| Tool::all().map(|t| t.as_str().to_string()).collect());
     let mut allowed_tools = Vec::new();
     for name in &tool_names {
         match Tool::parse(name) {

@@ -9,13 +9,12 @@ mod load;
 pub mod suite;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::tools::Tool;
-use crate::model::action::Action;
+use crate::action::{Action, Tool};
 
 pub use load::{LoadError, Problem, load_benchmark};
 
@@ -123,6 +122,50 @@ pub struct Case {
     pub oracle: Vec<Action>,
     /// The case file, for error messages.
     pub file: PathBuf,
+}
+
+impl Case {
+    /// Substitutes the placeholders a case file may use in `test_command` and
+    /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
+    /// when given, `{trace}`.
+    pub fn expand(&self, argv: &[String], workspace: &Path, trace: Option<&Path>) -> Vec<String> {
+        let bench_dir =
+            self.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        argv.iter()
+            .map(|a| {
+                let mut a =
+                    a.replace("{benchmark_dir}", &bench_dir).replace("{workspace}", &workspace.to_string_lossy());
+                if let Some(t) = trace {
+                    a = a.replace("{trace}", &t.to_string_lossy());
+                }
+                a
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl Case {
+    /// A bugfix case with every tool, the default programs, 5 steps and `true` as its test
+    /// command, for unit tests that need a case but no benchmark on disk.
+    pub(crate) fn sample() -> Case {
+        Case {
+            id: "t".into(),
+            category: Category::Bugfix,
+            split: Split::Train,
+            fixture: "t".into(),
+            fixture_dir: PathBuf::new(),
+            prompt: "p".into(),
+            allowed_tools: Tool::all().collect(),
+            allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
+            step_budget: 5,
+            timeout: Duration::from_secs(5),
+            test_command: vec!["true".into()],
+            verifier: VerifierSpec::default(),
+            oracle: vec![],
+            file: PathBuf::new(),
+        }
+    }
 }
 
 /// How a case is judged beyond its test command. Every given check must pass.

@@ -15,11 +15,11 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::CommandError;
+use crate::action::Action;
 use crate::bench::{Benchmark, Case, Category};
 use crate::cli::Format;
 use crate::engine;
 use crate::exit;
-use crate::model::action::Action;
 use crate::model::scripted::Script;
 use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;

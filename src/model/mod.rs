@@ -11,7 +11,6 @@
 //! `http` (sending with retries), `ratelimit` (per-profile AIMD concurrency), `cache` (the
 //! on-disk response cache) and `remote` (the provider that ties them together).
 
-pub mod action;
 pub(crate) mod cache;
 pub(crate) mod http;
 pub(crate) mod openai;
@@ -26,9 +25,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::action::Action;
 use crate::bench::Case;
 use crate::trace::event::{ModelInfo, Usage};
-use action::Action;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

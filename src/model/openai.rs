@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::ModelRequest;
 use super::parse::{RawReply, RawToolCall};
-use crate::agent::tools::Tool;
+use crate::action::{ArgKind, Need, Tool};
 use crate::trace::event::Usage;
 
 /// Which wire format a profile speaks.
@@ -181,38 +181,25 @@ pub(crate) fn action_schema(tools: &[Tool]) -> Value {
     })
 }
 
-/// JSON-schema parameters of one tool, for native tool calls. Mirrors the typed calls in
-/// `agent/tools.rs` (a unit test checks that a call built from each schema is accepted).
+/// JSON-schema parameters of one tool, for native tool calls, built from the tool's row in
+/// [`crate::action::TOOLS`]. The body is part of the response cache's key, so the shape of
+/// each property must stay as it is.
 pub(crate) fn tool_parameters(tool: Tool) -> Value {
-    let s = |d: &str| json!({"type": "string", "description": d});
-    let i = |d: &str| json!({"type": "integer", "minimum": 1, "description": d});
-    let (props, required): (Value, Vec<&str>) = match tool {
-        Tool::ListFiles => (json!({"path": s("directory, default \".\""), "max_depth": i("default 4")}), vec![]),
-        Tool::ReadFile => (
-            json!({"path": s("file path"), "start_line": i("first line, 1-based"), "end_line": i("last line, inclusive")}),
-            vec!["path"],
-        ),
-        Tool::SearchCode => (
-            json!({"pattern": s("regular expression"), "path": s("directory"), "glob": s("e.g. *.py")}),
-            vec!["pattern"],
-        ),
-        Tool::RepoMap => (json!({"path": s("directory")}), vec![]),
-        Tool::EditFile => (
-            json!({"path": s("file path"), "old": s("exact text, must occur once"), "new": s("replacement")}),
-            vec!["path", "old", "new"],
-        ),
-        Tool::WriteFile => (
-            json!({"path": s("file path"), "content": s("the whole file"),
-                   "overwrite": {"type": "boolean", "description": "replace an existing file"}}),
-            vec!["path", "content"],
-        ),
-        Tool::RunTests => (json!({}), vec![]),
-        Tool::RunCommand => (
-            json!({"argv": {"type": "array", "items": {"type": "string"}, "description": "program and arguments"}}),
-            vec!["argv"],
-        ),
-        Tool::Finish => (json!({"answer": s("what was done")}), vec![]),
-    };
+    let def = tool.def();
+    let props: Map<String, Value> = def
+        .args
+        .iter()
+        .map(|a| {
+            let schema = match a.kind {
+                ArgKind::Text => json!({"type": "string", "description": a.about}),
+                ArgKind::Count => json!({"type": "integer", "minimum": 1, "description": a.about}),
+                ArgKind::Flag => json!({"type": "boolean", "description": a.about}),
+                ArgKind::TextList => json!({"type": "array", "items": {"type": "string"}, "description": a.about}),
+            };
+            (a.name.to_string(), schema)
+        })
+        .collect();
+    let required: Vec<&str> = def.args.iter().filter(|a| a.need == Need::Required).map(|a| a.name).collect();
     json!({"type": "object", "properties": props, "required": required})
 }
 
@@ -362,8 +349,7 @@ pub(crate) fn error_message(err: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::Call;
-    use crate::model::action::Action;
+    use crate::action::{Action, Call};
 
     fn opts(api: Api) -> BodyOptions {
         BodyOptions {
@@ -452,9 +438,36 @@ mod tests {
         assert!(body.get("text").is_none());
     }
 
+    /// The schemas are part of request bodies, hence of the response cache's key: one tool of
+    /// each argument kind, spelled out.
+    #[test]
+    fn tool_schemas_keep_their_shape() {
+        assert_eq!(
+            tool_parameters(Tool::ReadFile),
+            json!({"type": "object", "required": ["path"], "properties": {
+                "path": {"type": "string", "description": "file path"},
+                "start_line": {"type": "integer", "minimum": 1, "description": "first line, 1-based"},
+                "end_line": {"type": "integer", "minimum": 1, "description": "last line, inclusive"}}})
+        );
+        assert_eq!(
+            tool_parameters(Tool::WriteFile),
+            json!({"type": "object", "required": ["path", "content"], "properties": {
+                "path": {"type": "string", "description": "file path"},
+                "content": {"type": "string", "description": "the whole file"},
+                "overwrite": {"type": "boolean", "description": "replace an existing file"}}})
+        );
+        assert_eq!(
+            tool_parameters(Tool::RunCommand),
+            json!({"type": "object", "required": ["argv"], "properties": {
+                "argv": {"type": "array", "items": {"type": "string"}, "description": "program and arguments"}}})
+        );
+        assert_eq!(tool_parameters(Tool::RunTests), json!({"type": "object", "required": [], "properties": {}}));
+        assert_eq!(tool_parameters(Tool::Finish)["required"], json!([]), "finish's answer is expected, not required");
+    }
+
     #[test]
     fn every_tool_schema_matches_the_typed_call() {
-        for tool in Tool::ALL {
+        for tool in Tool::all() {
             let params = tool_parameters(tool);
             let mut args = Map::new();
             for (name, prop) in params["properties"].as_object().unwrap() {

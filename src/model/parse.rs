@@ -25,7 +25,7 @@
 use serde_json::{Map, Value};
 
 use super::ModelError;
-use super::action::Action;
+use crate::action::{Action, ArgKind, TOOLS, Tool};
 
 /// What a provider adapter extracted from one response, before it is turned into an action.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,49 +62,55 @@ const ARGS_KEYS: &[&str] =
 const META_KEYS: &[&str] =
     &["type", "id", "call_id", "thought", "thoughts", "reasoning", "explanation", "reason_for_call"];
 
-/// Tool-name aliases: what models call our tools when they guess.
-const TOOL_ALIASES: &[(&str, &[&str])] = &[
-    ("list_files", &["ls", "list", "list_dir", "list_directory", "listdir", "dir", "list_file"]),
-    ("read_file", &["read", "cat", "open", "open_file", "view", "view_file", "show_file", "readfile"]),
-    ("search_code", &["search", "grep", "rg", "find", "search_files", "code_search"]),
-    ("repo_map", &["repomap", "map", "outline"]),
-    ("edit_file", &["edit", "replace", "str_replace", "str_replace_editor", "modify_file", "patch", "editfile"]),
-    ("write_file", &["write", "create", "create_file", "new_file", "save_file", "writefile"]),
-    ("run_tests", &["test", "tests", "run_test", "pytest", "runtests"]),
-    ("run_command", &["bash", "shell", "sh", "exec", "execute", "run", "command", "run_shell", "execute_command"]),
-    ("finish", &["done", "submit", "stop", "complete", "end", "final_answer", "answer"]),
+/// Tool-name aliases: what models call our tools when they guess. The canonical names come
+/// from [`crate::action::TOOLS`].
+const TOOL_ALIASES: &[(Tool, &[&str])] = &[
+    (Tool::ListFiles, &["ls", "list", "list_dir", "list_directory", "listdir", "dir", "list_file"]),
+    (Tool::ReadFile, &["read", "cat", "open", "open_file", "view", "view_file", "show_file", "readfile"]),
+    (Tool::SearchCode, &["search", "grep", "rg", "find", "search_files", "code_search"]),
+    (Tool::RepoMap, &["repomap", "map", "outline"]),
+    (Tool::EditFile, &["edit", "replace", "str_replace", "str_replace_editor", "modify_file", "patch", "editfile"]),
+    (Tool::WriteFile, &["write", "create", "create_file", "new_file", "save_file", "writefile"]),
+    (Tool::RunTests, &["test", "tests", "run_test", "pytest", "runtests"]),
+    (Tool::RunCommand, &["bash", "shell", "sh", "exec", "execute", "run", "command", "run_shell", "execute_command"]),
+    (Tool::Finish, &["done", "submit", "stop", "complete", "end", "final_answer", "answer"]),
 ];
 
-/// Argument-name aliases per canonical tool: (canonical key, aliases).
-fn arg_aliases(tool: &str) -> &'static [(&'static str, &'static [&'static str])] {
+/// Argument-name aliases per tool: (argument name from [`crate::action::TOOLS`], aliases).
+/// A unit test checks that every first element is an argument of that tool.
+fn arg_aliases(tool: Tool) -> &'static [(&'static str, &'static [&'static str])] {
     const PATH: (&str, &[&str]) = ("path", &["file", "filename", "file_path", "filepath", "file_name", "fname"]);
     const DIR: (&str, &[&str]) =
         ("path", &["file", "filename", "file_path", "filepath", "dir", "directory", "folder", "dir_path"]);
     match tool {
-        "list_files" => &[DIR, ("max_depth", &["depth", "maxdepth", "max-depth"])],
-        "read_file" => &[
+        Tool::ListFiles => &[DIR, ("max_depth", &["depth", "maxdepth", "max-depth"])],
+        Tool::ReadFile => &[
             PATH,
             ("start_line", &["start", "from", "line_start", "first_line", "from_line"]),
             ("end_line", &["end", "to", "line_end", "last_line", "to_line"]),
         ],
-        "search_code" => {
+        Tool::SearchCode => {
             &[("pattern", &["query", "regex", "search", "text", "term", "q"]), DIR, ("glob", &["include", "files"])]
         }
-        "repo_map" => &[DIR],
-        "edit_file" => &[
+        Tool::RepoMap => &[DIR],
+        Tool::EditFile => &[
             PATH,
             ("old", &["old_str", "old_string", "old_text", "search", "find", "original", "before"]),
             ("new", &["new_str", "new_string", "new_text", "replace", "replacement", "updated", "after"]),
         ],
-        "write_file" => &[PATH, ("content", &["contents", "text", "data", "body", "code"])],
-        "run_command" => &[("argv", &["cmd", "command", "args", "commandline", "command_line"])],
-        "finish" => &[("answer", &["result", "message", "summary", "reason", "text", "output", "response"])],
-        _ => &[],
+        Tool::WriteFile => &[PATH, ("content", &["contents", "text", "data", "body", "code"])],
+        Tool::RunTests => &[],
+        Tool::RunCommand => &[("argv", &["cmd", "command", "args", "commandline", "command_line"])],
+        Tool::Finish => &[("answer", &["result", "message", "summary", "reason", "text", "output", "response"])],
     }
 }
 
-/// Numeric arguments that models like to send as strings.
-const NUMERIC_ARGS: &[&str] = &["start_line", "end_line", "max_depth"];
+/// True for the name of a numeric argument of any tool: models like to send those as strings.
+/// Any tool's, not only the called one's, so that a stray `"start_line": "3"` reads the same
+/// whichever tool it came with.
+fn is_numeric_arg(key: &str) -> bool {
+    TOOLS.iter().flat_map(|d| d.args).any(|a| a.kind == ArgKind::Count && a.name == key)
+}
 
 /// Turns a provider's raw reply into one action. Never panics.
 pub(crate) fn parse_reply(raw: &RawReply) -> Result<Action, ModelError> {
@@ -277,33 +283,28 @@ fn finish_action(tool: &str, args: Value) -> Result<Action, String> {
 }
 
 fn normalize_args(tool: &str, args: Value) -> Result<Value, String> {
-    let mut map = match args {
-        Value::Object(map) => map,
+    let def = Tool::parse(tool).map(Tool::def);
+    let main = def.and_then(|d| d.main_arg());
+    let one = |name: &str, value: Value| Map::from_iter([(name.to_string(), value)]);
+    let mut map = match (args, main) {
+        (Value::Object(map), _) => map,
         // A bare value for a tool with one main argument.
-        Value::String(s) => {
-            let key = match tool {
-                "read_file" | "list_files" | "repo_map" => "path",
-                "search_code" => "pattern",
-                "run_command" => "argv",
-                "finish" => "answer",
-                _ => {
-                    return Err(format!("arguments of `{tool}` must be a JSON object, got the string {}", preview(&s)));
-                }
-            };
-            let mut m = Map::new();
-            m.insert(key.to_string(), Value::String(s));
-            m
+        (Value::String(s), Some(main)) => one(main.name, Value::String(s)),
+        (Value::String(s), None) => {
+            return Err(format!("arguments of `{tool}` must be a JSON object, got the string {}", preview(&s)));
         }
-        Value::Array(items) if tool == "run_command" => {
-            let mut m = Map::new();
-            m.insert("argv".into(), Value::Array(items));
-            m
-        }
-        other => {
+        (Value::Array(items), Some(main)) if main.kind == ArgKind::TextList => one(main.name, Value::Array(items)),
+        (other, _) => {
             return Err(format!("arguments of `{tool}` must be a JSON object, got {}", preview(&other.to_string())));
         }
     };
-    for (canonical, aliases) in arg_aliases(tool) {
+    let Some(def) = def else {
+        // An unknown tool keeps its arguments as sent (but for numbers, below); the loop tells
+        // the model which tools exist.
+        convert_numbers(&mut map);
+        return Ok(Value::Object(map));
+    };
+    for (canonical, aliases) in arg_aliases(def.tool) {
         if map.contains_key(*canonical) {
             continue;
         }
@@ -313,21 +314,27 @@ fn normalize_args(tool: &str, args: Value) -> Result<Value, String> {
             map.insert(canonical.to_string(), v);
         }
     }
-    if tool == "run_command" {
+    for list in def.args.iter().filter(|a| a.kind == ArgKind::TextList) {
         // `"argv": "python3 -m unittest"`: split on whitespace (no shell, no quoting rules).
-        if let Some(Value::String(s)) = map.get("argv") {
+        if let Some(Value::String(s)) = map.get(list.name) {
             let parts: Vec<Value> = s.split_whitespace().map(|p| Value::String(p.to_string())).collect();
-            map.insert("argv".into(), Value::Array(parts));
+            map.insert(list.name.to_string(), Value::Array(parts));
         }
     }
-    for key in NUMERIC_ARGS {
-        if let Some(Value::String(s)) = map.get(*key)
+    convert_numbers(&mut map);
+    Ok(Value::Object(map))
+}
+
+/// `"start_line": "3"` becomes `3`; anything that is not a plain number stays as sent.
+fn convert_numbers(map: &mut Map<String, Value>) {
+    for (key, value) in map.iter_mut() {
+        if is_numeric_arg(key)
+            && let Value::String(s) = value
             && let Ok(n) = s.trim().parse::<u64>()
         {
-            map.insert(key.to_string(), Value::from(n));
+            *value = Value::from(n);
         }
     }
-    Ok(Value::Object(map))
 }
 
 /// The canonical tool name for what the model wrote: case, separators, a `functions.` prefix
@@ -342,16 +349,16 @@ pub(crate) fn canonical_tool(name: &str) -> String {
     if is_known_tool(&n) {
         return n;
     }
-    for (canonical, aliases) in TOOL_ALIASES {
+    for (tool, aliases) in TOOL_ALIASES {
         if aliases.contains(&n.as_str()) {
-            return canonical.to_string();
+            return tool.as_str().to_string();
         }
     }
     name.trim().to_string()
 }
 
 fn is_known_tool(name: &str) -> bool {
-    TOOL_ALIASES.iter().any(|(canonical, _)| *canonical == name)
+    Tool::parse(name).is_some()
 }
 
 /// Removes `<think>...</think>` blocks that reasoning models put before the answer. An
@@ -588,6 +595,23 @@ mod tests {
         assert_eq!(a.tool, "list_files");
         let a = ok(r#"{"action": {"tool": "finish", "args": {"answer": "nested"}}}"#);
         assert_eq!(a, Action::finish("nested"));
+    }
+
+    #[test]
+    fn aliases_map_onto_the_tables_names() {
+        for (tool, aliases) in TOOL_ALIASES {
+            for alias in *aliases {
+                assert_eq!(canonical_tool(alias), tool.as_str(), "{alias}");
+            }
+        }
+        for def in TOOLS {
+            for (canonical, _) in arg_aliases(def.tool) {
+                assert!(def.args.iter().any(|a| a.name == *canonical), "{} has no argument `{canonical}`", def.name);
+            }
+        }
+        // Numbers are converted for the table's integer arguments and nothing else.
+        let a = ok(r#"{"tool": "list_files", "args": {"depth": "2", "path": "7"}}"#);
+        assert_eq!(a.args, json!({"max_depth": 2, "path": "7"}));
     }
 
     #[test]

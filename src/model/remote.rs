@@ -11,7 +11,7 @@ use super::http::Transport;
 use super::openai::{self, BodyOptions};
 use super::parse;
 use super::{BoxFuture, ModelError, ModelReply, ModelRequest, ModelTurn, Provider};
-use crate::agent::tools::Tool;
+use crate::action::Tool;
 use crate::trace::event::{ModelInfo, Usage};
 
 /// A resolved HTTP profile, shared by every cell of the profile.

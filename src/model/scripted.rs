@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::action::Action;
+use crate::action::Action;
 use crate::bench::Case;
 
 #[derive(Debug, Clone, Default, Deserialize)]
