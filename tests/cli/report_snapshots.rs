@@ -49,7 +49,8 @@ fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
-/// Run ids (`20261123t064245z-18217`) and RFC 3339 times, wherever they appear.
+/// Run ids (`20261123t064245z-18217`), RFC 3339 times and wall times (`2.2s`), wherever they
+/// appear.
 fn redact_text(text: &str) -> String {
     let run_id = Regex::new(r"\b\d{8}t\d{6}z-\d+\b").unwrap();
     let time = Regex::new(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z").unwrap();
@@ -61,7 +62,8 @@ fn redact_text(text: &str) -> String {
 
 /// Like [`redact_text`], but keeps the table's columns aligned: each wall time and the padding
 /// after it become `[secs]` padded to the same width. The wall columns are as wide as their
-/// headers ("wall p50"), wider than any time, so the width does not depend on the times.
+/// headers ("wall p50", 8 characters; a time needs 6 up to 999.9 s), so the width does not
+/// depend on the times.
 fn redact_table(table: &str) -> String {
     let seconds = Regex::new(r"\b\d+\.\ds *").unwrap();
     let table = seconds.replace_all(table, |c: &regex::Captures| format!("{:<1$}", "[secs]", c[0].len()));
