@@ -90,7 +90,16 @@ pub fn is_secret_var(name: &str) -> bool {
 
 /// The environment a child sees: ours minus secrets, plus the deterministic settings.
 pub fn child_env(extra: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| !is_secret_var(k)).collect();
+    child_env_from(std::env::vars(), extra)
+}
+
+/// [`child_env`] over a given parent environment, so tests can check the scrubbing without
+/// changing the environment of the (multi-threaded) test process.
+fn child_env_from(
+    parent: impl IntoIterator<Item = (String, String)>,
+    extra: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = parent.into_iter().filter(|(k, _)| !is_secret_var(k)).collect();
     for (k, v) in [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONHASHSEED", "0"), ("TZ", "UTC")] {
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
@@ -266,13 +275,52 @@ mod tests {
         assert!(out.truncated);
     }
 
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_and_env_is_deterministic() {
+        let parent = owned(&[
+            ("HCBENCH_CANARY_API_KEY", "sk-canary"),
+            ("GITHUB_TOKEN", "ghp-canary"),
+            ("PASSWORD", "hunter2"),
+            ("PATH", "/usr/bin:/bin"),
+            ("TZ", "Europe/Paris"),
+            ("PYTHONHASHSEED", "random"),
+        ]);
+        let env = child_env_from(parent, &owned(&[("HCBENCH_CASE", "bugfix-1"), ("PATH", "/opt/bin")]));
+        let mut names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), env.len(), "each variable once: {env:?}");
+        let env: std::collections::BTreeMap<String, String> = env.into_iter().collect();
+        let want = owned(&[
+            ("HCBENCH_CASE", "bugfix-1"),
+            ("PATH", "/opt/bin"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+            ("PYTHONHASHSEED", "0"),
+            ("TZ", "UTC"),
+        ]);
+        assert_eq!(env, want.into_iter().collect(), "secrets dropped, settings fixed, extras last");
+    }
+
     #[tokio::test]
-    async fn secrets_are_scrubbed_and_env_is_deterministic() {
-        // SAFETY: tests in this module do not read these variables concurrently.
-        unsafe { std::env::set_var("HCBENCH_CANARY_API_KEY", "sk-canary") };
-        let script = "import os; print(os.environ.get('HCBENCH_CANARY_API_KEY'), os.environ['PYTHONHASHSEED'], os.environ['TZ'])";
-        let out = run(&spec(&["python3", "-c", script], 10_000)).await.unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "None 0 UTC");
+    async fn the_child_sees_exactly_the_scrubbed_environment() {
+        // `env -0` prints what the child really got, NUL-separated so any value survives.
+        let extra = owned(&[("HCBENCH_CASE", "bugfix-1")]);
+        let out = run(&CommandSpec { env: extra.clone(), output_limit: 1 << 20, ..spec(&["env", "-0"], 10_000) })
+            .await
+            .unwrap();
+        assert!(out.success() && !out.truncated, "{}", out.combined());
+        let seen: std::collections::BTreeMap<String, String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split_terminator('\0')
+            .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap())
+            .collect();
+        assert_eq!(seen, child_env(&extra).into_iter().collect());
+        assert_eq!(seen["TZ"], "UTC");
+        assert_eq!(seen["HCBENCH_CASE"], "bugfix-1");
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ mod gate;
 mod html;
 mod matrix;
 mod providers;
+mod report_snapshots;
 mod run;
 
 use std::collections::BTreeMap;

@@ -79,11 +79,43 @@ fn a_do_nothing_agent_fails_every_case() {
         .arg_path(&dir.path().join("run"))
         .run()
         .code(1);
-    for (cell, s) in by_cell(&out.json()) {
+    let cells = by_cell(&out.json());
+    // One cell per case of the benchmark, every split included: none was skipped or doubled.
+    let listed = Test::new().args(&["list", "--format", "json"]).run().code(0).json();
+    let mut case_ids: Vec<&str> = listed.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    case_ids.sort_unstable();
+    assert!(case_ids.len() >= 10, "the benchmark has at least 10 cases: {case_ids:?}");
+    let mut ran: Vec<&str> = cells.values().map(|s| s["case_id"].as_str().unwrap()).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, case_ids, "one cell per case");
+    for (cell, s) in &cells {
         assert_eq!(s["outcome"], "failed", "{cell} must fail when the agent does nothing");
         assert_eq!(s["tests_passed"], false, "{cell}: the baseline tests must fail");
         assert_eq!(s["steps"], 1);
     }
+}
+
+#[test]
+fn secrets_in_hcbench_environment_never_reach_a_cases_commands() {
+    // The harness gives every hcbench it starts HCBENCH_TEST_API_KEY (see `Test::run`); the
+    // case's test command passes only when it sees the plain variable but not the key.
+    let s = Scratch::new();
+    let probe = "import os, sys; sys.exit(0 if os.environ.get('HCBENCH_TEST_PLAIN') == 'visible' and 'HCBENCH_TEST_API_KEY' not in os.environ else 1)";
+    s.case(
+        "env",
+        &format!(
+            "id: env\ncategory: policy\nsplit: train\nfixture: calc\nprompt: x\nstep_budget: 3\ntimeout_s: 30\ntest_command: [python3, -c, \"{probe}\"]\n"
+        ),
+        "actions:\n  - tool: finish\n",
+    );
+    let out = Test::new()
+        .root(s.path())
+        .env("HCBENCH_TEST_PLAIN", "visible")
+        .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
+        .arg_path(&s.path().join("run"))
+        .run()
+        .code(0);
+    assert_eq!(by_cell(&out.json())["env__oracle"]["tests_passed"], true);
 }
 
 /// A throwaway project root with one benchmark built from `cases` (id, case YAML, oracle YAML).
@@ -254,4 +286,29 @@ fn list_shows_cases_with_category_split_and_size() {
     let categories: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["category"].as_str().unwrap()).collect();
     assert_eq!(categories.len(), 5, "all five categories are present: {categories:?}");
     assert!(rows.iter().all(|r| r["fixture_bytes"].as_u64().unwrap() > 0));
+
+    // The split column is each case file's `split:`, and all three splits occur.
+    let cases_dir = repo_root().join("benchmarks/hc-bench/cases");
+    for r in rows {
+        let id = r["id"].as_str().unwrap();
+        let yaml = std::fs::read_to_string(cases_dir.join(format!("{id}.yaml"))).unwrap();
+        let split = yaml.lines().find_map(|l| l.strip_prefix("split:")).map(str::trim);
+        assert_eq!(r["split"].as_str(), split, "{id}: the split of its case file");
+    }
+    let splits: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["split"].as_str().unwrap()).collect();
+    assert_eq!(splits, ["heldout", "test", "train"].into(), "every split is listed");
+
+    // The table shows the same values in its split column.
+    let table = Test::new().args(&["list"]).run().code(0).stdout;
+    let cells = |line: &str| -> Vec<String> {
+        line.trim_matches(['│', ' ']).split('┆').map(|c| c.trim().to_string()).collect()
+    };
+    let mut lines = table.lines().filter(|l| l.starts_with('│')).map(cells);
+    let header = lines.next().unwrap();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name}:\n{table}"));
+    let (id_col, split_col) = (column("case"), column("split"));
+    let shown: BTreeMap<String, String> = lines.map(|row| (row[id_col].clone(), row[split_col].clone())).collect();
+    let listed: BTreeMap<String, String> =
+        rows.iter().map(|r| (r["id"].as_str().unwrap().into(), r["split"].as_str().unwrap().into())).collect();
+    assert_eq!(shown, listed, "the table's split column matches --format json");
 }
