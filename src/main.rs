@@ -3,6 +3,7 @@
 use clap::Parser;
 
 fn main() {
+    restore_sigpipe();
     let cli = hcbench::cli::Cli::parse();
     init_tracing(cli.verbose);
     let code = match hcbench::commands::dispatch(cli) {
@@ -24,4 +25,13 @@ fn init_tracing(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// `hcbench list | head` must end quietly when the reader goes away, as other Unix tools do,
+/// instead of panicking in `println!`: Rust starts programs with SIGPIPE ignored, so put the
+/// default (terminate) back before anything is printed.
+fn restore_sigpipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL installs no handler code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }

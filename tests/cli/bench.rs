@@ -78,3 +78,22 @@ fn validate_names_unsound_cases_and_why() {
     assert!(!out.stdout.contains("unsound: good"), "{}", out.stdout);
     assert!(out.stdout.contains("4 case(s): 1 sound, 3 unsound"), "{}", out.stdout);
 }
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    // `hcbench list | head -1`: the reader goes away before hcbench writes. It must stop without
+    // the "failed printing to stdout" panic.
+    let mut child = std::process::Command::new(crate::BIN)
+        .args(["list", "--format", "json"])
+        .current_dir(crate::repo_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE, as `ls | head` does: {:?}", out.status);
+}
