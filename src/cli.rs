@@ -35,7 +35,7 @@ pub enum Command {
     List(ListArgs),
     /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (policy) violator agents fail.
     Validate(ValidateArgs),
-    /// The optimization loop's commit gate: file guard, regression suite, full benchmark, promotion (exit 0 commit, 1 revert).
+    /// The optimization loop's commit gate: file guard, regression set, full benchmark, promotion (exit 0 commit, 1 revert).
     Gate(GateArgs),
     /// Append the last passing gate's numbers for the committed candidate to workspace/results.tsv.
     Record(RecordArgs),

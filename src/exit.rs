@@ -9,7 +9,7 @@
 /// every step passed; for `record`, the row was appended).
 pub const SUCCESS: i32 = 0;
 /// hcbench ran correctly and the verdict is negative: a case failed, a case is unsound; for
-/// `gate`, a step failed (file guard, state protection, regression suite or full benchmark);
+/// `gate`, a step failed (file guard, state protection, regression set or full benchmark);
 /// for `record`, the record was refused.
 pub const FAILED: i32 = 1;
 /// Bad input: command-line usage, a malformed benchmark, case, trace or run directory; for

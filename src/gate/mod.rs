@@ -2,40 +2,109 @@
 //!
 //! An outer coding agent edits the embedded agent's tunable files, runs the gate, commits on
 //! exit 0 (then runs `record`) and reverts on exit 1. The gate follows auto-harness: Step 0 file
-//! guard, Step 1 regression suite, Step 2 full benchmark on the test split, Step 3 promotion of
-//! newly passing train cases. It is hardened where auto-harness leaves holes: the state files
-//! are hash-protected ([`state`]), `record` accepts only numbers that a passing gate produced
-//! for the very candidate that was committed (the pending record's binding), checks every
-//! commit since the last record ([`git`]), writes atomically under one lock ([`lock`]), and an
-//! optional paired mode decides with epochs and a bootstrap instead of one noisy comparison.
+//! guard, Step 1 regression set (the train cases in `workspace/suite.json`), Step 2 full
+//! benchmark on the test split, Step 3 promotion of newly passing train cases into the
+//! regression set. It is hardened where auto-harness leaves holes: the state files are
+//! hash-protected ([`state`]), `record` accepts only numbers that a passing gate produced for
+//! the very candidate that was committed (the pending record's binding), checks every commit
+//! since the last record ([`git`]), writes atomically under one lock ([`crate::lock`]), and an optional
+//! paired mode decides with epochs and a bootstrap instead of one noisy comparison.
 //!
-//! This module owns the files, the git questions and the arithmetic ([`steps`], plain
-//! synchronous functions); `commands/gate.rs` and `commands/record.rs` run cells and print.
-//! Test-split cells run in a private directory outside the project ([`private_dir`]) that is
-//! removed when the gate ends, so no trace, artifact or workspace of a test case stays where the
-//! optimizing agent could read it.
+//! How the module is laid out, and why:
+//! - [`run()`] (`run.rs`) is the gate from the lock to the verdict, one function per step;
+//!   [`record::run`] is `record`. Both take resolved settings (no CLI types) and a sink.
+//! - They never print: they emit typed events ([`event`]); text and `--format json` are two
+//!   sinks of the same events ([`report`]), so the two outputs cannot drift.
+//! - [`steps`] is the arithmetic (scores, thresholds, bootstrap, promotion), plain synchronous
+//!   functions; [`config`] resolves `experiment_config.yaml`; [`cells`] runs batches of cells
+//!   on one [`crate::interrupt::Session`] (one Ctrl-C contract for the whole gate).
+//! - Test-split cells run in a private directory outside the project ([`private_dir`]) that is
+//!   removed when Step 2 ends, so no trace, artifact, workspace or cached model response of a
+//!   test case stays where the optimizing agent could read it.
+//!
+//! Words: the gate's set of train cases is the *regression set*; "suite" means a
+//! `suites/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
+//! keys (`tasks`), so the data model is unchanged.
 
+pub(crate) mod cells;
 pub(crate) mod config;
+pub(crate) mod event;
 pub(crate) mod git;
-
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod run;
 pub(crate) mod state;
 pub(crate) mod steps;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lock::{FileLock as GateLock, LockError};
-use crate::model::cache::Cache;
-use crate::model::http::Transport;
-use crate::model::remote::HttpProfile;
-use crate::model::{Profile, ProfileKind};
+use crate::agent::spec::{AgentSpec, SpecError};
+use crate::lock::{FileLock, LockError};
 use crate::replay::CellSummary;
-use crate::rundir::Manifest;
+use crate::rundir::{Manifest, RunDirError};
 use crate::trace::event::Outcome;
 use state::{GateFiles, STATE_SCHEMA_VERSION, StateError, TRAIN_RESULTS, TrainCase, TrainResults};
+
+pub(crate) use run::{GateSettings, run};
+
+/// Why the gate or `record` could not judge at all. [`GateError::is_usage`] separates what
+/// the user fixes (exit 2) from hcbench failing (exit 3); neither is ever a failed gate (1).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// A setup problem named in the message: no test case, no commit, paired mode without git...
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Git(#[from] git::GitError),
+    #[error(transparent)]
+    Benchmark(#[from] crate::bench::LoadError),
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Profile(#[from] crate::model::registry::ProfileError),
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// hcbench could not read, write or run something; the cause is the source.
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl GateError {
+    /// True when the user can fix it (exit 2); false when hcbench itself failed (exit 3).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            GateError::State(e) => e.is_usage(),
+            GateError::RunDir(e) => e.is_usage(),
+            // Another gate running is a usage problem (run one at a time), not a failed gate.
+            GateError::Lock(e) => matches!(e, LockError::Busy { .. }),
+            GateError::Git(_) | GateError::Io { .. } => false,
+            GateError::Setup(_)
+            | GateError::Config(_)
+            | GateError::Benchmark(_)
+            | GateError::Spec(_)
+            | GateError::Profile(_) => true,
+        }
+    }
+}
+
+/// The agent spec in `<dir>/<agent_dir>`, or the embedded default when it has no agent.yaml.
+pub(crate) fn candidate_spec(dir: &Path, agent_dir: &str) -> Result<AgentSpec, SpecError> {
+    let d = dir.join(agent_dir);
+    if d.join("agent.yaml").is_file() { AgentSpec::load(&d) } else { Ok(AgentSpec::default()) }
+}
 
 /// Prefix of the private directories test-split cells run in.
 const PRIVATE_PREFIX: &str = "hcbench-gate-";
@@ -62,7 +131,7 @@ pub(crate) fn record_train_results(
     on_wait: impl FnOnce(&str),
 ) -> Result<PathBuf, TrainResultsError> {
     let files = GateFiles::new(root, &root.join(config::CONFIG_FILE));
-    let _lock = GateLock::acquire(&files.lock_path(), "run (train results)", Duration::MAX, on_wait)?;
+    let _lock = FileLock::acquire(&files.lock_path(), "run (train results)", Duration::MAX, on_wait)?;
     let mut state = files.load_state()?;
     let (tampered, _) = files.check(&mut state)?;
     let intact = !tampered.iter().any(|t| t.file() == TRAIN_RESULTS);
@@ -142,32 +211,6 @@ pub(crate) fn sweep_private_dirs() -> usize {
         }
     }
     removed
-}
-
-/// The profile for test-split cells: an HTTP profile's response cache (which holds requests and
-/// so test prompts and observations) is moved into the private directory, whatever its mode.
-/// Other profiles keep nothing on disk and are returned as they are.
-pub(crate) fn private_profile(profile: &Profile, private: &Path) -> Profile {
-    let ProfileKind::Http(http) = &profile.kind else { return profile.clone() };
-    let t = &http.transport;
-    // Built field by field because Transport is not Clone; a field added there must be copied here.
-    let transport = Transport {
-        profile: t.profile.clone(),
-        provider: t.provider.clone(),
-        model: t.model.clone(),
-        client: t.client.clone(),
-        url: t.url.clone(),
-        key: t.key.clone(),
-        key_header: t.key_header.clone(),
-        timeout: t.timeout,
-        retry: t.retry.clone(),
-        limiter: t.limiter.clone(),
-        cache: Cache { mode: t.cache.mode, dir: private.join("cache").join(&profile.name) },
-    };
-    Profile {
-        name: profile.name.clone(),
-        kind: ProfileKind::Http(Arc::new(HttpProfile { info: http.info.clone(), body: http.body.clone(), transport })),
-    }
 }
 
 #[cfg(test)]

@@ -2,14 +2,14 @@
 //!
 //! | file | written by | holds |
 //! |---|---|---|
-//! | `suite.json` | a passing gate | the regression suite: tasks, threshold, last results, promotion streaks |
+//! | `suite.json` | a passing gate | the regression set: its cases (`tasks`), threshold, last results, promotion streaks |
 //! | `results.tsv` | `hcbench record` | one row per recorded iteration; Step 2's best is its maximum `val_score` |
 //! | `pending_record.json` | a passing gate | the numbers `record` may append, bound to the candidate |
 //! | `train_results.json` | `hcbench run --split train` | latest outcome per train case, with provenance |
 //! | `.gate-state.json` | every writer above | SHA-256 of each file as hcbench last wrote it; the audit log |
 //!
 //! **Protection.** These files are gitignored, so the file guard cannot see them, and an agent
-//! that edits them (drops a failing suite task, lowers the best score, forges a pending record)
+//! that edits them (drops a failing case from the regression set, lowers the best score, forges a pending record)
 //! would otherwise go unnoticed. Every write goes through [`GateFiles::write_protected`], which
 //! writes atomically and then records the new hash; [`GateFiles::check`] compares every file with
 //! its recorded hash. `experiment_config.yaml` is protected the same way, except that hcbench
@@ -34,7 +34,8 @@ pub(crate) const STATE_SCHEMA_VERSION: u32 = 1;
 /// The header line of results.tsv (auto-harness's columns, in its order).
 pub(crate) const RESULTS_HEADER: &str = "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp";
 
-pub(crate) const SUITE: &str = "workspace/suite.json";
+/// The regression set. The file keeps the name auto-harness gives it.
+pub(crate) const REGRESSION_SET: &str = "workspace/suite.json";
 pub(crate) const RESULTS: &str = "workspace/results.tsv";
 pub(crate) const PENDING: &str = "workspace/pending_record.json";
 pub(crate) const TRAIN_RESULTS: &str = "workspace/train_results.json";
@@ -83,17 +84,20 @@ pub(crate) fn sort_ids(ids: &mut Vec<String>) {
     ids.dedup();
 }
 
-/// `workspace/suite.json`: the regression suite. It only grows.
+/// `workspace/suite.json`: the regression set, the train cases Step 1 re-runs. It only grows.
+/// The file's name and keys are auto-harness's (`tasks` holds the cases), so the data model
+/// stays readable by its tools; only the code says "regression set" and "case".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Suite {
+pub(crate) struct RegressionSet {
     #[serde(default = "one")]
     pub schema_version: u32,
     /// Train case ids, naturally sorted.
-    pub tasks: Vec<String>,
-    /// Step 1 passes when passed / tasks >= threshold.
+    #[serde(rename = "tasks")]
+    pub cases: Vec<String>,
+    /// Step 1 passes when passed / cases >= threshold.
     pub threshold: f64,
-    /// Score (mean reward over epochs) of each task in the last passing gate.
+    /// Score (mean reward over epochs) of each case in the last passing gate.
     #[serde(default, serialize_with = "natural_map")]
     pub last_results: BTreeMap<String, f64>,
     /// Consecutive passing re-runs of cases not yet promoted (only with promotion_passes > 1).
@@ -101,11 +105,11 @@ pub(crate) struct Suite {
     pub promotion_streaks: BTreeMap<String, u32>,
 }
 
-impl Suite {
-    pub(crate) fn new(threshold: f64) -> Suite {
-        Suite {
+impl RegressionSet {
+    pub(crate) fn new(threshold: f64) -> RegressionSet {
+        RegressionSet {
             schema_version: STATE_SCHEMA_VERSION,
-            tasks: Vec::new(),
+            cases: Vec::new(),
             threshold,
             last_results: BTreeMap::new(),
             promotion_streaks: BTreeMap::new(),
@@ -363,7 +367,7 @@ impl GateFiles {
     /// Protected files: (name, written by hcbench).
     fn protected(&self) -> Vec<(String, bool)> {
         let mut v: Vec<(String, bool)> =
-            [SUITE, RESULTS, PENDING, TRAIN_RESULTS].iter().map(|s| (s.to_string(), true)).collect();
+            [REGRESSION_SET, RESULTS, PENDING, TRAIN_RESULTS].iter().map(|s| (s.to_string(), true)).collect();
         v.push((self.config_name.clone(), false));
         v
     }
@@ -442,7 +446,7 @@ impl GateFiles {
         Ok((rel, now))
     }
 
-    /// `workspace/suite.json`, `suite.json` and `./workspace/suite.json` all name the suite.
+    /// `workspace/suite.json`, `suite.json` and `./workspace/suite.json` all name the same file.
     fn resolve_protected(&self, given: &str) -> Result<String, StateError> {
         let norm = given.trim().trim_start_matches("./").replace('\\', "/");
         let protected = self.protected();
@@ -483,20 +487,20 @@ impl GateFiles {
         self.save_state(state)
     }
 
-    pub(crate) fn read_suite(&self) -> Result<Option<Suite>, StateError> {
-        let suite: Option<Suite> = read_json(&self.path(SUITE), SUITE)?;
-        if let Some(s) = &suite {
+    pub(crate) fn read_regression_set(&self) -> Result<Option<RegressionSet>, StateError> {
+        let set: Option<RegressionSet> = read_json(&self.path(REGRESSION_SET), REGRESSION_SET)?;
+        if let Some(s) = &set {
             if s.schema_version > STATE_SCHEMA_VERSION {
-                return Err(StateError::TooNew { path: SUITE.into(), found: s.schema_version });
+                return Err(StateError::TooNew { path: REGRESSION_SET.into(), found: s.schema_version });
             }
             if !(0.0..=1.0).contains(&s.threshold) {
                 return Err(StateError::Invalid {
-                    path: SUITE.into(),
+                    path: REGRESSION_SET.into(),
                     message: format!("field `threshold`: {} is not between 0 and 1", s.threshold),
                 });
             }
         }
-        Ok(suite)
+        Ok(set)
     }
 
     pub(crate) fn read_results(&self) -> Result<Vec<ResultsRow>, StateError> {
@@ -601,9 +605,9 @@ mod tests {
     }
 
     #[test]
-    fn suite_keys_are_written_in_natural_order() {
-        let mut s = Suite::new(0.8);
-        s.tasks = vec!["case-2".into(), "case-10".into()];
+    fn regression_set_keys_are_written_in_natural_order() {
+        let mut s = RegressionSet::new(0.8);
+        s.cases = vec!["case-2".into(), "case-10".into()];
         for id in ["case-10", "case-2", "case-1"] {
             s.last_results.insert(id.into(), 1.0);
         }
@@ -612,7 +616,8 @@ mod tests {
             (text.find("\"case-1\"").unwrap(), text.find("\"case-2\":").unwrap(), text.find("\"case-10\":").unwrap());
         assert!(a < b && b < c, "{text}");
         assert!(!text.contains("promotion_streaks"), "empty streaks are not written");
-        let back: Suite = serde_json::from_str(&text).unwrap();
+        assert!(text.contains("\"tasks\": ["), "the file keeps auto-harness's keys: {text}");
+        let back: RegressionSet = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s);
     }
 
@@ -627,16 +632,16 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(new, vec!["experiment_config.yaml".to_string()], "the config is protected from first sight");
 
-        files.write_protected(&mut state, SUITE, b"{}").unwrap();
+        files.write_protected(&mut state, REGRESSION_SET, b"{}").unwrap();
         let mut state = files.load_state().unwrap();
         assert!(files.check(&mut state).unwrap().0.is_empty(), "what hcbench wrote is fine");
 
-        std::fs::write(root.join(SUITE), b"{ }").unwrap();
+        std::fs::write(root.join(REGRESSION_SET), b"{ }").unwrap();
         std::fs::write(root.join(RESULTS), b"x").unwrap();
         std::fs::write(root.join("experiment_config.yaml"), "epochs: 2\n").unwrap();
         let (t, _) = files.check(&mut state).unwrap();
         let names: Vec<&str> = t.iter().map(Tamper::file).collect();
-        assert_eq!(names, [SUITE, RESULTS, "experiment_config.yaml"]);
+        assert_eq!(names, [REGRESSION_SET, RESULTS, "experiment_config.yaml"]);
         assert!(t[0].describe().contains("changed by something other than hcbench"));
         assert!(t[1].describe().contains("never wrote it"));
 
@@ -649,8 +654,8 @@ mod tests {
         assert_eq!(state.accepted.len(), 3);
         assert!(files.accept(&mut state, "Cargo.toml", "x").unwrap_err().to_string().contains("not a gate state file"));
 
-        std::fs::remove_file(root.join(SUITE)).unwrap();
+        std::fs::remove_file(root.join(REGRESSION_SET)).unwrap();
         let (t, _) = files.check(&mut state).unwrap();
-        assert!(matches!(&t[0], Tamper::Deleted { file, .. } if file == SUITE));
+        assert!(matches!(&t[0], Tamper::Deleted { file, .. } if file == REGRESSION_SET));
     }
 }

@@ -1,9 +1,9 @@
 //! The gate's arithmetic: plain functions over numbers, so every rule is a unit test.
 //!
 //! The rules, all inclusive: a case passes when its score (mean reward over epochs, an errored
-//! or missing cell counting 0) is >= 0.5; Step 1 passes when passed / suite size >= threshold
-//! (the denominator is the suite, so a task that errored, produced no verdict or no longer
-//! exists is a failure, never dropped); Step 2 passes when there is no best yet or val_score >=
+//! or missing cell counting 0) is >= 0.5; Step 1 passes when passed / size of the regression
+//! set >= threshold (the denominator is the whole set, so a case that errored, produced no
+//! verdict or no longer exists is a failure, never dropped); Step 2 passes when there is no best yet or val_score >=
 //! best (the maximum of results.tsv, baseline included); paired Step 2 passes when the lower
 //! bound of the bootstrap interval of (candidate - HEAD) is >= -margin. Numbers shown to people
 //! go through [`fmt_pair`], which prints just enough digits for the printed comparison to agree
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::state::{ResultsRow, Suite, TrainResults, sort_ids};
+use super::state::{RegressionSet, ResultsRow, TrainResults, sort_ids};
 use crate::aggregate::{BOOTSTRAP_SAMPLES, bootstrap_ci};
 use crate::replay::CellSummary;
 
@@ -42,51 +42,54 @@ pub(crate) fn passes(score: f64) -> bool {
     score >= PASS_SCORE
 }
 
-/// Step 1's verdict.
+/// Step 1's verdict. Serialized as Step 1's `detail` in `gate --format json`, whose keys keep
+/// the names of suite.json (`tasks` is the size of the set).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct SuiteVerdict {
-    pub tasks: usize,
+pub(crate) struct RegressionVerdict {
+    #[serde(rename = "tasks")]
+    pub cases: usize,
     pub passed: usize,
-    /// passed / tasks (1.0 for an empty suite).
+    /// passed / cases (1.0 for an empty set).
     pub rate: f64,
     pub threshold: f64,
     pub pass: bool,
-    /// Score of every suite task (0 for missing ones).
+    /// Score of every case of the set (0 for missing ones).
     pub scores: BTreeMap<String, f64>,
-    /// Suite tasks that are not train cases of the benchmark (counted as failures).
+    /// Cases of the set that are not train cases of the benchmark (counted as failures).
     pub missing: Vec<String>,
-    /// Suite tasks that did not pass, naturally sorted.
+    /// Cases of the set that did not pass, naturally sorted.
     pub failing: Vec<String>,
 }
 
-/// Judges the suite: every task counts in the denominator; a task without a score failed.
-pub(crate) fn judge_suite(
-    tasks: &[String],
+/// Judges the regression set: every case counts in the denominator; a case without a score
+/// failed.
+pub(crate) fn judge_regression_set(
+    cases: &[String],
     scores: &BTreeMap<String, f64>,
     missing: &[String],
     threshold: f64,
-) -> SuiteVerdict {
+) -> RegressionVerdict {
     let mut all = BTreeMap::new();
     let mut failing = Vec::new();
     let mut passed = 0;
-    for t in tasks {
-        let s = scores.get(t).copied().unwrap_or(0.0);
-        all.insert(t.clone(), s);
-        if passes(s) && !missing.contains(t) {
+    for c in cases {
+        let s = scores.get(c).copied().unwrap_or(0.0);
+        all.insert(c.clone(), s);
+        if passes(s) && !missing.contains(c) {
             passed += 1;
         } else {
-            failing.push(t.clone());
+            failing.push(c.clone());
         }
     }
     sort_ids(&mut failing);
-    let rate = if tasks.is_empty() { 1.0 } else { passed as f64 / tasks.len() as f64 };
-    SuiteVerdict {
-        tasks: tasks.len(),
+    let rate = if cases.is_empty() { 1.0 } else { passed as f64 / cases.len() as f64 };
+    RegressionVerdict {
+        cases: cases.len(),
         passed,
         rate,
         threshold,
-        // An empty suite is skipped and counts as passed.
-        pass: tasks.is_empty() || rate >= threshold,
+        // An empty set is skipped and counts as passed.
+        pass: cases.is_empty() || rate >= threshold,
         scores: all,
         missing: missing.to_vec(),
         failing,
@@ -135,12 +138,17 @@ pub(crate) fn judge_paired(
 }
 
 /// Train cases Step 3 re-runs: failing (score < 0.5, errors included) in the latest train
-/// results, still train cases of the benchmark, and not yet in the suite. Natural order.
-pub(crate) fn promotion_candidates(train: &TrainResults, suite: &Suite, train_cases: &BTreeSet<String>) -> Vec<String> {
+/// results, still train cases of the benchmark, and not yet in the regression set. Natural
+/// order.
+pub(crate) fn promotion_candidates(
+    train: &TrainResults,
+    set: &RegressionSet,
+    train_cases: &BTreeSet<String>,
+) -> Vec<String> {
     let mut ids: Vec<String> = train
         .cases
         .iter()
-        .filter(|(id, c)| !passes(c.reward) && train_cases.contains(*id) && !suite.tasks.contains(id))
+        .filter(|(id, c)| !passes(c.reward) && train_cases.contains(*id) && !set.cases.contains(id))
         .map(|(id, _)| id.clone())
         .collect();
     sort_ids(&mut ids);
@@ -150,7 +158,7 @@ pub(crate) fn promotion_candidates(train: &TrainResults, suite: &Suite, train_ca
 /// What Step 3 did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Promotion {
-    /// Joined the suite now.
+    /// Joined the regression set now.
     pub promoted: Vec<String>,
     /// Passed, but need more consecutive passes: id -> passes so far.
     pub pending: BTreeMap<String, u32>,
@@ -158,11 +166,11 @@ pub(crate) struct Promotion {
     pub still_failing: Vec<String>,
 }
 
-/// Applies re-run scores to the suite: a case passing for the `needed`-th consecutive gate joins
-/// it (tasks stay naturally sorted); a failing re-run resets the case's streak. The suite only
-/// grows.
+/// Applies re-run scores to the regression set: a case passing for the `needed`-th
+/// consecutive gate joins it (cases stay naturally sorted); a failing re-run resets the case's
+/// streak. The set only grows.
 pub(crate) fn promote(
-    suite: &mut Suite,
+    set: &mut RegressionSet,
     rerun: &BTreeMap<String, f64>,
     candidates: &[String],
     needed: u32,
@@ -171,22 +179,22 @@ pub(crate) fn promote(
     for id in candidates {
         let score = rerun.get(id).copied().unwrap_or(0.0);
         if passes(score) {
-            let streak = suite.promotion_streaks.get(id).copied().unwrap_or(0) + 1;
+            let streak = set.promotion_streaks.get(id).copied().unwrap_or(0) + 1;
             if streak >= needed {
-                suite.promotion_streaks.remove(id);
-                suite.tasks.push(id.clone());
-                suite.last_results.insert(id.clone(), score);
+                set.promotion_streaks.remove(id);
+                set.cases.push(id.clone());
+                set.last_results.insert(id.clone(), score);
                 out.promoted.push(id.clone());
             } else {
-                suite.promotion_streaks.insert(id.clone(), streak);
+                set.promotion_streaks.insert(id.clone(), streak);
                 out.pending.insert(id.clone(), streak);
             }
         } else {
-            suite.promotion_streaks.remove(id);
+            set.promotion_streaks.remove(id);
             out.still_failing.push(id.clone());
         }
     }
-    sort_ids(&mut suite.tasks);
+    sort_ids(&mut set.cases);
     sort_ids(&mut out.promoted);
     sort_ids(&mut out.still_failing);
     out
@@ -244,24 +252,24 @@ mod tests {
         assert_eq!(scores["a"], 0.5);
         assert!(passes(0.5));
         assert!(!passes(0.49999999999999994));
-        let v = judge_suite(&ids(&["a"]), &scores, &[], 1.0);
+        let v = judge_regression_set(&ids(&["a"]), &scores, &[], 1.0);
         assert!(v.pass && v.passed == 1);
     }
 
     #[test]
     fn four_of_five_meets_a_threshold_of_0_8() {
-        let tasks = ids(&["a", "b", "c", "d", "e"]);
-        let mut scores: BTreeMap<String, f64> = tasks.iter().map(|t| (t.clone(), 1.0)).collect();
+        let cases = ids(&["a", "b", "c", "d", "e"]);
+        let mut scores: BTreeMap<String, f64> = cases.iter().map(|c| (c.clone(), 1.0)).collect();
         scores.insert("e".into(), 0.0);
-        let v = judge_suite(&tasks, &scores, &[], 0.8);
-        assert_eq!((v.passed, v.tasks, v.rate), (4, 5, 0.8));
+        let v = judge_regression_set(&cases, &scores, &[], 0.8);
+        assert_eq!((v.passed, v.cases, v.rate), (4, 5, 0.8));
         assert!(v.pass, "4/5 = 0.8 >= 0.8 is inclusive");
         scores.insert("d".into(), 0.0);
-        assert!(!judge_suite(&tasks, &scores, &[], 0.8).pass, "3/5 fails");
+        assert!(!judge_regression_set(&cases, &scores, &[], 0.8).pass, "3/5 fails");
     }
 
     #[test]
-    fn errored_and_missing_tasks_are_failures_in_the_denominator() {
+    fn errored_and_missing_cases_are_failures_in_the_denominator() {
         let cells = [
             cell("a", Some(Outcome::Passed), 1.0),
             cell("b", Some(Outcome::Timeout), 1.0), // an infra outcome never counts, whatever its reward
@@ -269,18 +277,18 @@ mod tests {
         ];
         let scores = case_scores(&cells, 1);
         assert_eq!(scores["b"], 0.0);
-        let v = judge_suite(&ids(&["a", "b", "c", "ghost"]), &scores, &ids(&["ghost"]), 0.5);
-        assert_eq!((v.passed, v.tasks), (1, 4));
+        let v = judge_regression_set(&ids(&["a", "b", "c", "ghost"]), &scores, &ids(&["ghost"]), 0.5);
+        assert_eq!((v.passed, v.cases), (1, 4));
         assert!(!v.pass);
         assert_eq!(v.failing, ids(&["b", "c", "ghost"]));
         assert_eq!(v.scores["ghost"], 0.0);
     }
 
     #[test]
-    fn an_empty_suite_passes() {
-        let v = judge_suite(&[], &BTreeMap::new(), &[], 0.8);
+    fn an_empty_regression_set_passes() {
+        let v = judge_regression_set(&[], &BTreeMap::new(), &[], 0.8);
         assert!(v.pass);
-        assert_eq!(v.tasks, 0);
+        assert_eq!(v.cases, 0);
     }
 
     #[test]
@@ -332,41 +340,41 @@ mod tests {
         };
         let mut train =
             TrainResults { schema_version: 1, benchmark: "b".into(), updated_at: "t".into(), cases: BTreeMap::new() };
-        for (id, r) in [("c-10", 0.0), ("c-2", 0.0), ("c-1", 1.0), ("c-3", 0.0), ("gone", 0.0), ("in-suite", 0.0)] {
+        for (id, r) in [("c-10", 0.0), ("c-2", 0.0), ("c-1", 1.0), ("c-3", 0.0), ("gone", 0.0), ("in-set", 0.0)] {
             train.cases.insert(id.into(), case(r));
         }
-        let mut suite = Suite::new(0.8);
-        suite.tasks = ids(&["in-suite"]);
+        let mut set = RegressionSet::new(0.8);
+        set.cases = ids(&["in-set"]);
         let train_cases: BTreeSet<String> =
-            ["c-1", "c-2", "c-3", "c-10", "in-suite"].iter().map(|s| s.to_string()).collect();
-        let cands = promotion_candidates(&train, &suite, &train_cases);
+            ["c-1", "c-2", "c-3", "c-10", "in-set"].iter().map(|s| s.to_string()).collect();
+        let cands = promotion_candidates(&train, &set, &train_cases);
         assert_eq!(cands, ids(&["c-2", "c-3", "c-10"]));
 
         let rerun: BTreeMap<String, f64> =
             [("c-2", 1.0), ("c-3", 0.0), ("c-10", 1.0)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        let p = promote(&mut suite, &rerun, &cands, 1);
+        let p = promote(&mut set, &rerun, &cands, 1);
         assert_eq!(p.promoted, ids(&["c-2", "c-10"]));
         assert_eq!(p.still_failing, ids(&["c-3"]));
-        assert_eq!(suite.tasks, ids(&["c-2", "c-10", "in-suite"]));
+        assert_eq!(set.cases, ids(&["c-2", "c-10", "in-set"]));
 
-        let nothing = promote(&mut suite, &BTreeMap::new(), &[], 1);
+        let nothing = promote(&mut set, &BTreeMap::new(), &[], 1);
         assert_eq!(nothing, Promotion::default());
     }
 
     #[test]
     fn promotion_can_require_consecutive_passes() {
-        let mut suite = Suite::new(0.8);
+        let mut set = RegressionSet::new(0.8);
         let c = ids(&["x", "y"]);
         let pass_both: BTreeMap<String, f64> = [("x".to_string(), 1.0), ("y".to_string(), 1.0)].into();
-        let p = promote(&mut suite, &pass_both, &c, 2);
+        let p = promote(&mut set, &pass_both, &c, 2);
         assert!(p.promoted.is_empty());
         assert_eq!(p.pending, [("x".to_string(), 1), ("y".to_string(), 1)].into());
         // y fails once: its streak starts over.
         let only_x: BTreeMap<String, f64> = [("x".to_string(), 1.0), ("y".to_string(), 0.0)].into();
-        let p = promote(&mut suite, &only_x, &c, 2);
+        let p = promote(&mut set, &only_x, &c, 2);
         assert_eq!(p.promoted, ids(&["x"]));
-        assert!(!suite.promotion_streaks.contains_key("y"));
-        assert_eq!(suite.tasks, ids(&["x"]));
+        assert!(!set.promotion_streaks.contains_key("y"));
+        assert_eq!(set.cases, ids(&["x"]));
     }
 
     #[test]

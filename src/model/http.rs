@@ -60,8 +60,9 @@ pub(crate) struct RetryPolicy {
     pub retry_after_max_ms: u64,
 }
 
-/// Everything needed to send one profile's requests.
-#[derive(Debug)]
+/// Everything needed to send one profile's requests. A clone shares the client and the rate
+/// limiter (they are per profile, not per copy).
+#[derive(Debug, Clone)]
 pub(crate) struct Transport {
     pub profile: String,
     pub provider: String,

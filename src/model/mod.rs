@@ -22,6 +22,7 @@ pub mod remote;
 pub mod scripted;
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -130,6 +131,18 @@ impl Profile {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The same profile with its response cache, if it has one, in `dir` instead of
+    /// `workspace/cache/<name>`. Profiles without a cache are returned as they are. The gate
+    /// uses it to keep the requests of test-split cells (test prompts) out of the project.
+    pub fn with_cache_dir(&self, dir: &Path) -> Profile {
+        match &self.kind {
+            ProfileKind::Http(http) => {
+                Profile { name: self.name.clone(), kind: ProfileKind::Http(Arc::new(http.with_cache_dir(dir))) }
+            }
+            ProfileKind::Oracle | ProfileKind::Scripted(_) => self.clone(),
+        }
     }
 
     /// A fresh provider for one cell of `case`. `epoch` (1-based) seeds providers that vary

@@ -5,8 +5,10 @@
 //! Each turn is stateless: the request carries the whole projected context, so the same
 //! context gives the same request body, which is what makes the response cache work.
 
+use std::path::Path;
 use std::sync::Arc;
 
+use super::cache::Cache;
 use super::http::Transport;
 use super::openai::{self, BodyOptions};
 use super::parse;
@@ -20,6 +22,19 @@ pub struct HttpProfile {
     pub(crate) info: ModelInfo,
     pub(crate) body: BodyOptions,
     pub(crate) transport: Transport,
+}
+
+impl HttpProfile {
+    /// The same profile with its response cache in `dir` (same mode). Client, rate limiter and
+    /// every other setting are shared with `self`.
+    pub(crate) fn with_cache_dir(&self, dir: &Path) -> HttpProfile {
+        let cache = Cache { mode: self.transport.cache.mode, dir: dir.to_path_buf() };
+        HttpProfile {
+            info: self.info.clone(),
+            body: self.body.clone(),
+            transport: Transport { cache, ..self.transport.clone() },
+        }
+    }
 }
 
 /// One cell's provider: the profile plus the case's allowed tools.
@@ -87,5 +102,26 @@ mod tests {
         assert!(hit_token_limit(Some(&u(192)), 192));
         assert!(!hit_token_limit(Some(&u(191)), 192));
         assert!(!hit_token_limit(None, 192));
+    }
+
+    #[test]
+    fn a_profile_with_another_cache_dir_keeps_everything_else() {
+        use crate::environment::Environment;
+        use crate::model::profiles::{build, builtin};
+        use crate::model::{Profile, ProfileKind};
+        let env = Environment::default();
+        let p = build("local", &builtin("local", &env).unwrap(), "built-in", Path::new("/proj"), &env).unwrap();
+        let moved = p.with_cache_dir(Path::new("/private/cache/local"));
+        let (ProfileKind::Http(a), ProfileKind::Http(b)) = (&p.kind, &moved.kind) else { panic!("http profiles") };
+        assert_eq!(a.transport.cache.dir, Path::new("/proj/workspace/cache/local"));
+        assert_eq!(b.transport.cache.dir, Path::new("/private/cache/local"));
+        assert_eq!(a.transport.cache.mode, b.transport.cache.mode);
+        assert_eq!(
+            (&moved.name, &b.transport.url, b.transport.timeout),
+            (&p.name, &a.transport.url, a.transport.timeout)
+        );
+        assert!(Arc::ptr_eq(&a.transport.limiter, &b.transport.limiter), "one rate limiter per profile");
+        let oracle = Profile::oracle().with_cache_dir(Path::new("/elsewhere"));
+        assert!(matches!(oracle.kind, ProfileKind::Oracle));
     }
 }

@@ -203,7 +203,7 @@ fn fresh_start_passes_and_record_writes_the_baseline() {
     for needle in [
         "[gate] Step 0: file guard",
         "ok: no change outside the allowlist (agent/, PROGRAM.md)",
-        "[gate] Step 1: regression suite is empty: skipped (counts as passed)",
+        "[gate] Step 1: regression set is empty: skipped (counts as passed)",
         "[gate] Step 2: full benchmark (test split, 2 case(s) x 1 epoch(s)",
         "val_score 0.5  PASS (no best recorded yet",
         "[gate] Step 3: promotion",
@@ -300,10 +300,7 @@ fn step_1_failures_still_run_step_2_and_skip_step_3() {
     assert_eq!(step(&r, 3)["status"], "skipped");
     assert_eq!(step(&r, 3)["detail"]["reason"], "Step 1 failed");
     let msgs = strings(&r["messages"]);
-    assert!(
-        msgs.iter().any(|m| m.contains("Step 1 (regression suite): 0/2 passed, rate 0 < threshold 0.8")),
-        "{msgs:?}"
-    );
+    assert!(msgs.iter().any(|m| m.contains("Step 1 (regression set): 0/2 passed, rate 0 < threshold 0.8")), "{msgs:?}");
     let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
     assert_eq!(suite["last_results"], serde_json::json!({}), "last_results is only updated by a passing gate");
     assert!(!p.path().join("workspace/pending_record.json").exists());

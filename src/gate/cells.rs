@@ -1,0 +1,194 @@
+//! How the gate runs cells: batches of train cells in kept run directories, and test cells of
+//! one or two arms in the private directory, all on one [`Session`] (one runtime, one Ctrl-C
+//! contract for the whole gate).
+//!
+//! Train cells (Steps 1 and 3) run in `workspace/gate/<run-id>/{suite,promotion}/`, ordinary
+//! run directories the loop may read. Test cells (Step 2) run in the private directory
+//! (`super::private_dir`) and report a count only: [`TestProgress`] turns each finished cell
+//! into a number, so no sink ever sees which test case passed. A batch returns `None` once
+//! Ctrl-C was pressed, and the gate then stops without writing state.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::GateError;
+use super::event::{LiveEvent, LiveSink};
+use crate::agent::CellPlan;
+use crate::agent::spec::AgentSpec;
+use crate::bench::Benchmark;
+use crate::engine::{self, Batch};
+use crate::events::{EngineEvent, EngineSink};
+use crate::interrupt::Session;
+use crate::model::Profile;
+use crate::replay::CellSummary;
+use crate::rundir::{Manifest, Plan, RunDir};
+
+/// One side of a Step 2 comparison: its profile and spec, with its own run id so its summaries
+/// can be told apart when both arms run in one batch.
+pub(crate) struct Arm {
+    run_id: String,
+    dir: PathBuf,
+    profile: Profile,
+    spec: Arc<AgentSpec>,
+}
+
+impl Arm {
+    /// An arm named `name` (`candidate` or `head`) in the private directory `private`. Its
+    /// profile's response cache moves there too: it would hold test prompts.
+    pub(crate) fn new(run_id: &str, name: &str, private: &Path, profile: &Profile, spec: Arc<AgentSpec>) -> Arm {
+        let profile = profile.with_cache_dir(&private.join("cache").join(profile.name()));
+        Arm { run_id: format!("{run_id}-{name}"), dir: private.join(name), profile, spec }
+    }
+}
+
+/// Runs the batches of cells of one gate run.
+pub(crate) struct Runner {
+    session: Session,
+    root: PathBuf,
+    run_id: String,
+    jobs: usize,
+    live: Arc<dyn LiveSink>,
+}
+
+impl Runner {
+    /// Starts the session; the first Ctrl-C is reported to `live`.
+    pub(crate) fn start(root: &Path, run_id: &str, jobs: usize, live: Arc<dyn LiveSink>) -> Result<Runner, GateError> {
+        let notify = live.clone();
+        let session = Session::start(move || notify.live(LiveEvent::Interrupted))
+            .map_err(|source| GateError::Io { context: "cannot start the async runtime".into(), source })?;
+        Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, live })
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.session.is_cancelled()
+    }
+
+    /// Deletes `dir` if the user forces an exit while the gate runs.
+    pub(crate) fn protect(&self, dir: &Path) {
+        self.session.remove_on_forced_exit(dir);
+    }
+
+    pub(crate) fn unprotect(&self, dir: &Path) {
+        self.session.forget(dir);
+    }
+
+    /// Train cells in a run directory under workspace/gate/ (kept: the loop may read them).
+    /// None when interrupted.
+    pub(crate) fn run_train(
+        &self,
+        run_dir: &Path,
+        bench: &Benchmark,
+        case_ids: &[String],
+        profile: &Profile,
+        spec: &Arc<AgentSpec>,
+        epochs: u32,
+    ) -> Result<Option<Vec<CellSummary>>, GateError> {
+        let run_id = &self.run_id;
+        let plan = Plan {
+            command: "gate",
+            run_id,
+            profiles: vec![profile.name().to_string()],
+            epochs,
+            jobs: self.jobs,
+            agent_spec: &spec.digest,
+            agent_dir: spec.dir.clone(),
+        };
+        let run = RunDir::create(run_dir, Manifest::new(plan, &self.root, bench, case_ids))?;
+        let cells = engine::plan(run_id, run.path(), bench, case_ids, std::slice::from_ref(profile), epochs, spec);
+        if self.is_cancelled() {
+            return Ok(None);
+        }
+        let progress = Arc::new(TrainProgress(self.live.clone()));
+        let done = self.session.execute_run(&run, cells, self.jobs, progress, None)?;
+        Ok((!done.cancelled).then_some(done.summaries))
+    }
+
+    /// Test cells of one or more arms, interleaved, in the private directory. Returns the
+    /// summaries of each arm, in arm order; None when interrupted.
+    pub(crate) fn run_private(
+        &self,
+        private: &Path,
+        bench: &Benchmark,
+        case_ids: &[String],
+        arms: &[Arm],
+        epochs: u32,
+    ) -> Result<Option<Vec<Vec<CellSummary>>>, GateError> {
+        let mut per_arm = Vec::new();
+        for arm in arms {
+            std::fs::create_dir_all(arm.dir.join("cells"))
+                .map_err(|source| GateError::Io { context: format!("cannot create {}", arm.dir.display()), source })?;
+            let profiles = std::slice::from_ref(&arm.profile);
+            per_arm.push(engine::plan(&arm.run_id, &arm.dir, bench, case_ids, profiles, epochs, &arm.spec).into_iter());
+        }
+        let cells = interleave(per_arm);
+        let progress = TestProgress { live: self.live.clone(), done: AtomicUsize::new(0), total: cells.len() };
+        let Some(summaries) = self.execute("gate", private, cells, Arc::new(progress)) else {
+            return Ok(None);
+        };
+        let mut by_arm: Vec<Vec<CellSummary>> = arms.iter().map(|_| Vec::new()).collect();
+        for s in summaries {
+            if let Some(i) = arms.iter().position(|a| a.run_id == s.run_id) {
+                by_arm[i].push(s);
+            }
+        }
+        Ok(Some(by_arm))
+    }
+
+    /// The summaries of a batch; None when Ctrl-C stopped it (or an earlier one).
+    fn execute(
+        &self,
+        run_id: &str,
+        run_dir: &Path,
+        cells: Vec<CellPlan>,
+        sink: Arc<dyn EngineSink>,
+    ) -> Option<Vec<CellSummary>> {
+        if self.is_cancelled() {
+            return None;
+        }
+        let done = self.session.execute(Batch { run_id, run_dir, cells, jobs: self.jobs, budget: None }, sink);
+        (!done.cancelled).then_some(done.summaries)
+    }
+}
+
+/// Takes one cell of each arm in turn, so both arms make progress from the start and share the
+/// machine's load (and its drift) evenly.
+fn interleave(mut per_arm: Vec<std::vec::IntoIter<CellPlan>>) -> Vec<CellPlan> {
+    let mut cells = Vec::new();
+    loop {
+        let before = cells.len();
+        for it in per_arm.iter_mut() {
+            cells.extend(it.next());
+        }
+        if cells.len() == before {
+            return cells;
+        }
+    }
+}
+
+/// Progress of train cells: each finished cell, with its id.
+struct TrainProgress(Arc<dyn LiveSink>);
+
+impl EngineSink for TrainProgress {
+    fn event(&self, event: EngineEvent<'_>) {
+        if let EngineEvent::CellFinished { summary, done, total } = event {
+            self.0.live(LiveEvent::TrainCell { summary, done, total });
+        }
+    }
+}
+
+/// Progress of test cells: a count only. Which test case passed or failed is never passed on.
+struct TestProgress {
+    live: Arc<dyn LiveSink>,
+    done: AtomicUsize,
+    total: usize,
+}
+
+impl EngineSink for TestProgress {
+    fn event(&self, event: EngineEvent<'_>) {
+        if let EngineEvent::CellFinished { .. } = event {
+            let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+            self.live.live(LiveEvent::TestCells { done, total: self.total });
+        }
+    }
+}

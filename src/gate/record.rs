@@ -1,0 +1,337 @@
+//! `hcbench record`: appends the last passing gate's numbers to `workspace/results.tsv`.
+//!
+//! The numbers are never typed in: they come from `workspace/pending_record.json`, which only a
+//! passing gate writes, and they are recorded only for the candidate that gate judged. The
+//! binding, checked against HEAD at record time:
+//! 1. the commit the gate ran on is HEAD or an ancestor of HEAD;
+//! 2. HEAD's allowlisted files are exactly the candidate's (same paths, same blob ids), i.e.
+//!    what was gated is what was committed;
+//! 3. HEAD's agent spec has the digest the gate's cells recorded;
+//! 4. experiment_config.yaml is unchanged since the gate;
+//! 5. with the file guard on, no commit since the last recorded commit (or, for the first
+//!    record, since the gate's commit) touches a file outside the allowlist.
+//!
+//! Anything else is refused with every reason (exit 1); the pending record is consumed by a
+//! successful record, so a score can be recorded once. Like the gate, [`run`] never prints: it
+//! emits [`RecordEvent`]s to a [`RecordSink`] (text or JSON, in [`super::report`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use git2::Oid;
+
+use super::config::Config;
+use super::git::{Git, files_without_git};
+use super::state::{Acceptance, GateFiles, GateState, PENDING, PendingRecord, RESULTS, ResultsRow};
+use super::{GateError, candidate_spec};
+use crate::exit;
+use crate::lock::FileLock;
+
+/// What one `record` runs with.
+#[derive(Debug)]
+pub(crate) struct RecordSettings {
+    pub root: PathBuf,
+    pub config: Config,
+    /// How long to wait for the workspace lock.
+    pub wait: Duration,
+    /// `--accept-history`: a human vouches for commits outside the allowlist since the last record.
+    pub accept_history: bool,
+}
+
+/// Receives `record`'s events, in order.
+pub(crate) trait RecordSink {
+    fn event(&mut self, event: &RecordEvent<'_>);
+}
+
+#[derive(Debug)]
+pub(crate) enum RecordEvent<'a> {
+    /// Another gate or record holds the workspace lock, and `record` waits (`--wait`).
+    WaitingForLock { holder: &'a str },
+    /// The project is not in git: the binding is checked against the working tree.
+    NoGit { root: &'a Path },
+    /// The last event.
+    Finished(&'a RecordOutcome),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum RecordOutcome {
+    /// The row appended to results.tsv.
+    Recorded(ResultsRow),
+    /// Nothing was written, for these reasons.
+    Refused { reasons: Vec<String> },
+}
+
+impl RecordOutcome {
+    pub(crate) fn exit_code(&self) -> i32 {
+        match self {
+            RecordOutcome::Recorded(_) => exit::SUCCESS,
+            RecordOutcome::Refused { .. } => exit::FAILED,
+        }
+    }
+}
+
+/// Checks the binding and appends the row, under the workspace lock.
+pub(crate) fn run(settings: &RecordSettings, sink: &mut dyn RecordSink) -> Result<RecordOutcome, GateError> {
+    let files = GateFiles::new(&settings.root, &settings.config.path);
+    let _lock = FileLock::acquire(&files.lock_path(), "record", settings.wait, |holder| {
+        sink.event(&RecordEvent::WaitingForLock { holder })
+    })?;
+    let mut state = files.load_state()?;
+    let outcome = match bind(settings, &files, &mut state, sink)? {
+        Binding::Refused(reasons) => RecordOutcome::Refused { reasons },
+        Binding::Holds(bound) => RecordOutcome::Recorded(append(settings, &files, &mut state, *bound)?),
+    };
+    sink.event(&RecordEvent::Finished(&outcome));
+    Ok(outcome)
+}
+
+enum Binding {
+    Holds(Box<Bound>),
+    Refused(Vec<String>),
+}
+
+/// What a holding binding appends.
+struct Bound {
+    pending: PendingRecord,
+    rows: Vec<ResultsRow>,
+    /// HEAD's full id, or `-` outside git.
+    commit: String,
+}
+
+/// Checks conditions 1 to 5 (and the state protection) and collects every reason to refuse.
+fn bind(
+    settings: &RecordSettings,
+    files: &GateFiles,
+    state: &mut GateState,
+    sink: &mut dyn RecordSink,
+) -> Result<Binding, GateError> {
+    let (tampered, _) = files.check(state)?;
+    if !tampered.is_empty() {
+        return Ok(Binding::Refused(
+            tampered
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}; restore it, or if a human changed it on purpose: hcbench gate --accept-state-change {}",
+                        t.describe(),
+                        t.file()
+                    )
+                })
+                .collect(),
+        ));
+    }
+    let rows = files.read_results()?;
+    let Some(pending) = files.read_pending()? else {
+        return Ok(Binding::Refused(vec![format!(
+            "no passing gate run to record: {PENDING} does not exist; run `hcbench gate` (it leaves the pending record when every step passes), commit, then record"
+        )]));
+    };
+    if files.config_sha()? != pending.config_sha256 {
+        return Ok(Binding::Refused(vec![format!(
+            "{} changed since the gate passed; run the gate again",
+            files.config_name
+        )]));
+    }
+    let mut reasons = Vec::new();
+    let commit = match Git::open(&settings.root)? {
+        Some(g) => bind_to_head(settings, &g, &pending, &rows, &mut reasons)?,
+        None => {
+            sink.event(&RecordEvent::NoGit { root: &settings.root });
+            bind_to_worktree(settings, &pending, &mut reasons)?;
+            "-".to_string()
+        }
+    };
+    Ok(if reasons.is_empty() {
+        Binding::Holds(Box::new(Bound { pending, rows, commit }))
+    } else {
+        Binding::Refused(reasons)
+    })
+}
+
+/// The binding in git: HEAD descends from the gate's commit and holds exactly the gated
+/// candidate; with the file guard on, the history since the last record stays in the
+/// allowlist. Returns HEAD's id.
+fn bind_to_head(
+    settings: &RecordSettings,
+    g: &Git,
+    pending: &PendingRecord,
+    rows: &[ResultsRow],
+    reasons: &mut Vec<String>,
+) -> Result<String, GateError> {
+    let cfg = &settings.config;
+    let head = g.head()?.ok_or_else(|| {
+        GateError::Setup(format!(
+            "the git repository at {} has no commit yet; commit the candidate first",
+            g.workdir().display()
+        ))
+    })?;
+    // 1. HEAD descends from the commit the gate ran on.
+    let gated_on = pending.head.as_deref().and_then(|h| g.resolve(h));
+    match (&pending.head, gated_on) {
+        (Some(h), None) => reasons.push(format!("the gate ran on commit {h}, which is not in this repository")),
+        (Some(h), Some(id)) if !g.is_ancestor(id, head)? => reasons.push(format!(
+            "HEAD {} does not descend from the commit the gate ran on ({}); run the gate on the current history",
+            short(&head.to_string()),
+            short(h)
+        )),
+        _ => {}
+    }
+    // 2. What was gated is what was committed.
+    let committed = g.files_at(head, &|p: &str| cfg.allowlist.allows(p))?;
+    reasons.extend(binding_differences(&pending.candidate, &committed));
+    // 3. HEAD's agent spec is the one the gate ran.
+    let tmp = tempfile::tempdir()
+        .map_err(|source| GateError::Io { context: "cannot create a temporary directory".into(), source })?;
+    let agent_dir = format!("{}/", cfg.agent_dir);
+    g.extract(head, &|p: &str| p.starts_with(&agent_dir), tmp.path())?;
+    let spec = candidate_spec(tmp.path(), &cfg.agent_dir)?;
+    if spec.digest != pending.agent_spec {
+        reasons.push(format!(
+            "HEAD's agent spec ({}/) has digest {}, but the gate judged {}",
+            cfg.agent_dir,
+            short(&spec.digest),
+            short(&pending.agent_spec)
+        ));
+    }
+    // 5. Every commit since the last record stays inside the allowlist.
+    if cfg.file_guard && reasons.is_empty() {
+        history_reasons(settings, g, rows, gated_on, head, reasons)?;
+    }
+    Ok(head.to_string())
+}
+
+/// Condition 5: commits since the last recorded one (or the gate's, for the first record) that
+/// touch files outside the allowlist. Refused unless a human passed `--accept-history`.
+fn history_reasons(
+    settings: &RecordSettings,
+    g: &Git,
+    rows: &[ResultsRow],
+    gated_on: Option<Oid>,
+    head: Oid,
+    reasons: &mut Vec<String>,
+) -> Result<(), GateError> {
+    let cfg = &settings.config;
+    let mut history = |message: String| {
+        if !settings.accept_history {
+            reasons.push(format!(
+                "{message}; revert those commits, or if a human made them on purpose: hcbench record --accept-history"
+            ));
+        }
+    };
+    let base = match last_recorded(rows) {
+        Some(c) => match g.resolve(&c) {
+            Some(id) if g.is_ancestor(id, head)? => Some(id),
+            Some(_) => {
+                history(format!(
+                    "the last recorded commit {} is not an ancestor of HEAD (history rewritten?)",
+                    short(&c)
+                ));
+                None
+            }
+            None => {
+                history(format!("the last recorded commit {} is not in this repository", short(&c)));
+                None
+            }
+        },
+        None => gated_on,
+    };
+    let Some(base) = base else { return Ok(()) };
+    let mut outside = Vec::new();
+    for c in g.commits_since(Some(base), head)? {
+        for p in &c.paths {
+            let ok = match g.root_rel(p) {
+                Some(rel) => cfg.allowlist.allows(&rel) || rel == "workspace" || rel.starts_with("workspace/"),
+                None => false,
+            };
+            if !ok {
+                outside.push(format!("{} ({}): {p}", short(&c.id), c.summary));
+            }
+        }
+    }
+    if !outside.is_empty() {
+        history(format!(
+            "commits since {} change files outside the allowlist ({}): {}",
+            short(&base.to_string()),
+            cfg.allowlist.describe(),
+            outside.join("; ")
+        ));
+    }
+    Ok(())
+}
+
+/// Outside git: conditions 2 and 3 against the working tree.
+fn bind_to_worktree(
+    settings: &RecordSettings,
+    pending: &PendingRecord,
+    reasons: &mut Vec<String>,
+) -> Result<(), GateError> {
+    let cfg = &settings.config;
+    let current = files_without_git(&settings.root, &|p: &str| cfg.allowlist.allows(p))?;
+    reasons.extend(binding_differences(&pending.candidate, &current));
+    let spec = candidate_spec(&settings.root, &cfg.agent_dir)?;
+    if spec.digest != pending.agent_spec {
+        reasons.push(format!("the agent spec ({}/) changed since the gate passed", cfg.agent_dir));
+    }
+    Ok(())
+}
+
+/// Appends the row and consumes the pending record.
+fn append(
+    settings: &RecordSettings,
+    files: &GateFiles,
+    state: &mut GateState,
+    bound: Bound,
+) -> Result<ResultsRow, GateError> {
+    let Bound { pending, rows, commit } = bound;
+    if settings.accept_history {
+        state.accepted.push(Acceptance {
+            at: crate::util::now_rfc3339(),
+            file: "(history)".into(),
+            previous: last_recorded(&rows),
+            sha256: Some(commit.clone()),
+            command: "hcbench record --accept-history".into(),
+        });
+    }
+    let row = ResultsRow {
+        iteration: rows.last().map(|r| r.iteration + 1).unwrap_or(0),
+        val_score: pending.val_score,
+        commit,
+        evals_passed: pending.evals_passed,
+        evals_total: pending.evals_total,
+        timestamp: crate::util::now_rfc3339(),
+    };
+    let bytes = files.results_with(&row)?;
+    files.write_protected(state, RESULTS, &bytes)?;
+    files.remove_protected(state, PENDING)?;
+    Ok(row)
+}
+
+/// The last commit recorded in git (rows recorded outside git have `-`).
+fn last_recorded(rows: &[ResultsRow]) -> Option<String> {
+    rows.iter().rev().find(|r| r.commit != "-").map(|r| r.commit.clone())
+}
+
+/// The first 12 characters of a commit id or digest, as shown to people.
+pub(crate) fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// How the committed allowlisted files differ from the gated candidate.
+fn binding_differences(candidate: &BTreeMap<String, String>, committed: &BTreeMap<String, String>) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (path, id) in candidate {
+        match committed.get(path) {
+            None => diffs.push(format!("{path} was part of the gated candidate but is not committed")),
+            Some(c) if c != id => diffs.push(format!("{path} differs from the version the gate judged")),
+            _ => {}
+        }
+    }
+    for path in committed.keys().filter(|p| !candidate.contains_key(*p)) {
+        diffs.push(format!("{path} is committed but was not part of the gated candidate"));
+    }
+    if !diffs.is_empty() {
+        diffs.push("the pending record belongs to another candidate: run `hcbench gate` on what you committed".into());
+    }
+    diffs
+}
