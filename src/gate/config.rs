@@ -60,7 +60,7 @@ pub(crate) struct Config {
     pub models: Option<PathBuf>,
     pub train_split: Split,
     pub test_split: Split,
-    /// Seeds `threshold` of a new suite.json; the suite's own value is used afterwards.
+    /// Seeds `threshold` of a new regression set (suite.json); the set's own value is used afterwards.
     pub threshold: f64,
     pub file_guard: bool,
     pub allowlist: Allowlist,
@@ -164,7 +164,7 @@ impl Config {
         }
         let promotion_passes = raw.promotion_passes.unwrap_or(1);
         if promotion_passes == 0 {
-            return Err("field `promotion_passes`: must be at least 1 (consecutive passing gate runs before a case joins the suite)".into());
+            return Err("field `promotion_passes`: must be at least 1 (consecutive passing gate runs before a case joins the regression set)".into());
         }
         let gate = raw.gate.unwrap_or(RawGate { mode: None, margin: None });
         let mode = match gate.mode.as_deref() {
