@@ -48,7 +48,8 @@ impl TextSink<io::Stdout> {
 impl<W: Write> TextSink<W> {
     fn write(&mut self, lines: &[String]) {
         for l in lines {
-            // A closed stdout must not turn a verdict into a crash: the exit code still tells it.
+            // A closed pipe ends the process (SIGPIPE, see main.rs); other write errors must not
+            // turn a verdict into a crash: the exit code still tells it.
             let _ = writeln!(self.out, "{l}");
         }
     }
