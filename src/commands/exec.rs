@@ -1,26 +1,17 @@
-//! Shared execution for the commands that run cells: the runtime, Ctrl-C handling, and the
-//! sinks every run has (the progress display and the run directory's results file).
-//!
-//! Ctrl-C once: no new cell starts, running cells are recorded as cancelled, reports of what
-//! finished are written, exit code 130. Ctrl-C twice: every child process group is killed and
-//! hcbench exits at once with 130.
+//! Running a run directory's cells from `run` and `matrix`: one [`Session`] (runtime and the
+//! Ctrl-C contract of src/interrupt.rs), the progress display told about the first Ctrl-C.
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
+
 use super::CommandError;
 use crate::agent::CellPlan;
-use crate::engine::{self, Batch, Budget, Cancel};
-use crate::events::{EngineEvent, EngineSink, Fanout};
-use crate::replay::CellSummary;
+use crate::engine::Budget;
+use crate::events::{EngineEvent, EngineSink};
+use crate::interrupt::{Execution, Session};
 use crate::rundir::RunDir;
-use crate::{exit, process};
 
-pub(crate) struct Execution {
-    pub summaries: Vec<CellSummary>,
-    pub cancelled: bool,
-}
-
-/// Runs `cells` into `run`, reporting to `progress` and appending to `results.jsonl`.
 pub(crate) fn execute(
     run: &RunDir,
     cells: Vec<CellPlan>,
@@ -28,29 +19,8 @@ pub(crate) fn execute(
     progress: Arc<dyn EngineSink>,
     budget: Option<Budget>,
 ) -> Result<Execution, CommandError> {
-    let results = Arc::new(run.results()?);
-    let sink: Arc<dyn EngineSink> = Arc::new(Fanout::new(vec![progress.clone(), results.clone()]));
-    let rt = super::runtime()?;
-    let cancel = Cancel::default();
-    let summaries = rt.block_on(async {
-        let watcher = {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    cancel.cancel();
-                    progress.event(EngineEvent::Cancelling);
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        process::kill_all_groups();
-                        std::process::exit(exit::INTERRUPTED);
-                    }
-                }
-            })
-        };
-        let batch = Batch { run_id: &run.manifest().run_id, run_dir: run.path(), cells, jobs, budget };
-        let r = engine::execute(batch, sink, cancel.clone()).await;
-        watcher.abort();
-        r
-    });
-    results.finish()?;
-    Ok(Execution { summaries, cancelled: cancel.is_cancelled() })
+    let notify = progress.clone();
+    let session =
+        Session::start(move || notify.event(EngineEvent::Cancelling)).context("cannot start the async runtime")?;
+    Ok(session.execute_run(run, cells, jobs, progress, budget)?)
 }

@@ -80,11 +80,3 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Record(args) => record::record(&settings.root, args),
     }
 }
-
-/// A multi-threaded runtime for commands that wait on child processes.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::Internal(anyhow::anyhow!("cannot start the async runtime: {e}")))
-}
