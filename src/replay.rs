@@ -3,6 +3,11 @@
 //! The live run feeds the same [`SummaryBuilder`] with each event as it is written, so the
 //! summary printed at the end of `hcbench run` and the one rebuilt by `hcbench replay` come
 //! from one function and must be equal (a test checks it). Nothing here reads the clock.
+//!
+//! Replay parses each line into a [`Lean`] event: only the fields the fold reads, dispatched
+//! on [`EventKind`], the same table of kinds the writer tags lines with. Events of kinds this
+//! build does not know are skipped and counted by the trace reader's rules
+//! (`crate::trace::reader`), and the count is kept in [`CellSummary::skipped_events`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,8 +15,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::trace::event::{EventBody, ModelInfo, Outcome, Usage};
-use crate::trace::{Event, TraceError, for_each_line};
+use crate::trace::event::{EventBody, EventKind, ModelInfo, Outcome, Usage};
+use crate::trace::{Event, Parsed, TraceError, for_each_line};
 
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
@@ -73,6 +78,10 @@ pub struct CellSummary {
     pub metrics: BTreeMap<String, serde_json::Value>,
     /// True when a cut last line was dropped while reading the trace.
     pub truncated: bool,
+    /// Events of kinds this hcbench does not know (written by a newer one), skipped while
+    /// reading the trace, by kind. They are in neither `events` nor `event_counts`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_events: BTreeMap<String, u64>,
 }
 
 impl CellSummary {
@@ -86,14 +95,51 @@ impl CellSummary {
     pub fn outcome_label(&self) -> &'static str {
         self.outcome.map(Outcome::as_str).unwrap_or("incomplete")
     }
+
+    /// A note for people when events were skipped: the cell and the kinds; None otherwise.
+    pub(crate) fn skipped_note(&self) -> Option<String> {
+        skipped_sentence(std::slice::from_ref(self)).map(|sentence| format!("{}: {sentence}", self.cell_id))
+    }
+}
+
+/// What was skipped across `summaries`, by kind, in one sentence; None when nothing was.
+pub(crate) fn skipped_sentence(summaries: &[CellSummary]) -> Option<String> {
+    let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
+    for (kind, n) in summaries.iter().flat_map(|s| &s.skipped_events) {
+        *by_kind.entry(kind).or_default() += n;
+    }
+    if by_kind.is_empty() {
+        return None;
+    }
+    let total: u64 = by_kind.values().sum();
+    let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    Some(format!(
+        "skipped {total} event(s) of kinds this hcbench does not know ({}); a newer hcbench wrote them, upgrade to count them",
+        kinds.join(", ")
+    ))
 }
 
 /// Incremental fold over a cell's events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SummaryBuilder {
     s: Option<CellSummary>,
+    /// Events per kind, indexed by `EventKind as usize`: cheaper per event than the summary's
+    /// map, which `finish` fills from it.
+    kind_counts: [u64; EventKind::ALL.len()],
     modified: BTreeSet<String>,
     read_paths: BTreeSet<String>,
+}
+
+// Written out because `Default` for arrays stops at 32 elements, and the table of kinds may grow.
+impl Default for SummaryBuilder {
+    fn default() -> Self {
+        SummaryBuilder {
+            s: None,
+            kind_counts: [0; EventKind::ALL.len()],
+            modified: BTreeSet::new(),
+            read_paths: BTreeSet::new(),
+        }
+    }
 }
 
 impl SummaryBuilder {
@@ -116,12 +162,7 @@ impl SummaryBuilder {
             ..Default::default()
         });
         s.events += 1;
-        match s.event_counts.get_mut(event.kind.as_str()) {
-            Some(n) => *n += 1,
-            None => {
-                s.event_counts.insert(event.kind.clone(), 1);
-            }
-        }
+        self.kind_counts[event.kind as usize] += 1;
         match event.body {
             LeanBody::RunStarted(r) => {
                 s.case_id = r.case_id;
@@ -210,8 +251,14 @@ impl SummaryBuilder {
     /// None when no event was observed.
     pub fn finish(mut self) -> Option<CellSummary> {
         let modified = std::mem::take(&mut self.modified);
+        let kind_counts = self.kind_counts;
         self.s.map(|mut s| {
             s.files_modified = modified.into_iter().collect();
+            for (kind, n) in EventKind::ALL.iter().zip(kind_counts) {
+                if n > 0 {
+                    s.event_counts.insert(kind.as_str().to_string(), n);
+                }
+            }
             s
         })
     }
@@ -242,9 +289,10 @@ pub enum ReplayError {
 /// stays bounded by the longest line.
 pub fn replay_trace(path: &Path) -> Result<CellSummary, ReplayError> {
     let mut builder = SummaryBuilder::new();
-    let truncated = for_each_line(path, Lean::parse, |e| builder.observe_lean(e))?;
+    let stats = for_each_line(path, Lean::parse, |e| builder.observe_lean(e))?;
     let mut summary = builder.finish().ok_or_else(|| ReplayError::Empty(path.to_path_buf()))?;
-    summary.truncated = truncated;
+    summary.truncated = stats.truncated;
+    summary.skipped_events = stats.skipped;
     Ok(summary)
 }
 
@@ -286,7 +334,7 @@ pub fn replay_run(run_dir: &Path) -> Result<Vec<ReplayedTrace>, ReplayError> {
 pub struct Lean {
     pub run_id: String,
     pub cell_id: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub body: LeanBody,
 }
 
@@ -314,7 +362,7 @@ pub enum LeanBody {
         metrics: BTreeMap<String, serde_json::Value>,
     },
     RunFinished(LeanRunFinished),
-    /// Kinds the fold does not read (context_packed, state_updated, and kinds added later).
+    /// Kinds the fold only counts (context_packed, state_updated).
     Other,
 }
 
@@ -387,12 +435,13 @@ struct JustVerifier {
 }
 
 impl Lean {
-    /// Parses one trace line; returns its schema version too (for the reader's check).
+    /// Parses one trace line; returns its schema version too (for the reader's check), and
+    /// the kind's tag instead of an event when this build does not know the kind.
     ///
     /// One pass: the envelope is visited key by key, and since writers put `kind` before
     /// `data`, the payload is parsed straight into its lean shape, skipping large fields. A
     /// line with `data` first (another writer) falls back to capturing the payload raw.
-    pub fn parse(line: &[u8]) -> Result<(u32, Lean), serde_json::Error> {
+    pub fn parse(line: &[u8]) -> Result<(u32, Parsed<Lean>), serde_json::Error> {
         use serde::de::Deserializer as _;
         let mut de = serde_json::Deserializer::from_slice(line);
         let out = (&mut de).deserialize_map(EnvelopeVisitor)?;
@@ -448,44 +497,37 @@ impl Lean {
             }
             EventBody::ContextPacked { .. } | EventBody::StateUpdated { .. } => LeanBody::Other,
         };
-        Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind().to_string(), body }
+        Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind(), body }
     }
 }
 
-/// Parses a payload of `kind` into its lean shape.
-fn lean_body<'de, D: serde::Deserializer<'de>>(kind: &str, schema_version: u32, d: D) -> Result<LeanBody, D::Error> {
-    use serde::de::{Error as _, IgnoredAny};
+/// Parses a payload of `kind` into its lean shape. The match is exhaustive over the table of
+/// kinds, so a kind added there does not compile until replay says what it reads of it.
+fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<LeanBody, D::Error> {
+    use serde::de::IgnoredAny;
     Ok(match kind {
-        "run_started" => LeanBody::RunStarted(LeanRunStarted::deserialize(d)?),
-        "model_action" => LeanBody::ModelAction { usage: JustUsage::deserialize(d)?.usage },
-        "model_retry" => {
+        EventKind::RunStarted => LeanBody::RunStarted(LeanRunStarted::deserialize(d)?),
+        EventKind::ModelAction => LeanBody::ModelAction { usage: JustUsage::deserialize(d)?.usage },
+        EventKind::ModelRetry => {
             IgnoredAny::deserialize(d)?;
             LeanBody::ModelRetry
         }
-        "model_error" => {
+        EventKind::ModelError => {
             let e = JustError::deserialize(d)?;
             LeanBody::ModelError { error_kind: e.error_kind, usage: e.usage }
         }
-        "policy_decision" => {
+        EventKind::PolicyDecision => {
             let x = JustDecision::deserialize(d)?;
             LeanBody::PolicyDecision { allowed: x.allowed, invalid: x.invalid }
         }
-        "tool_result" => LeanBody::ToolResult(LeanToolResult::deserialize(d)?),
-        "test_result" => LeanBody::TestResult { passed: JustPassed::deserialize(d)?.passed },
-        "verifier_result" => {
+        EventKind::ToolResult => LeanBody::ToolResult(LeanToolResult::deserialize(d)?),
+        EventKind::TestResult => LeanBody::TestResult { passed: JustPassed::deserialize(d)?.passed },
+        EventKind::VerifierResult => {
             let v = JustVerifier::deserialize(d)?;
             LeanBody::VerifierResult { passed: v.passed, metrics: v.metrics }
         }
-        "run_finished" => LeanBody::RunFinished(LeanRunFinished::deserialize(d)?),
-        "context_packed" | "state_updated" => {
-            IgnoredAny::deserialize(d)?;
-            LeanBody::Other
-        }
-        other => {
-            // An unknown kind in this schema version is corruption, not an extension.
-            if schema_version <= crate::trace::SCHEMA_VERSION {
-                return Err(D::Error::custom(format!("unknown event kind `{other}`")));
-            }
+        EventKind::RunFinished => LeanBody::RunFinished(LeanRunFinished::deserialize(d)?),
+        EventKind::ContextPacked | EventKind::StateUpdated => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -494,32 +536,30 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: &str, schema_version: u32, 
 
 struct EnvelopeVisitor;
 
-struct DataSeed<'k> {
-    kind: &'k str,
-    schema_version: u32,
-}
+/// Parses `data` once the kind is known.
+struct DataSeed(EventKind);
 
-impl<'de> serde::de::DeserializeSeed<'de> for DataSeed<'_> {
+impl<'de> serde::de::DeserializeSeed<'de> for DataSeed {
     type Value = LeanBody;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<LeanBody, D::Error> {
-        lean_body(self.kind, self.schema_version, d)
+        lean_body(self.0, d)
     }
 }
 
 impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
-    type Value = (u32, Lean);
+    type Value = (u32, Parsed<Lean>);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a trace event object")
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        use serde::de::Error as _;
+        use serde::de::{Error as _, IgnoredAny};
         let mut schema_version = None;
         let mut run_id = None;
         let mut cell_id = None;
-        let mut kind: Option<String> = None;
+        let mut kind: Option<Parsed<EventKind>> = None;
         let mut body = None;
         let mut raw: Option<Box<serde_json::value::RawValue>> = None;
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -527,39 +567,44 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                 "schema_version" => schema_version = Some(map.next_value::<u32>()?),
                 "run_id" => run_id = Some(map.next_value::<String>()?),
                 "cell_id" => cell_id = Some(map.next_value::<String>()?),
-                "kind" => kind = Some(map.next_value::<String>()?),
+                "kind" => {
+                    // Borrowed from the line unless escaped: no allocation for known kinds.
+                    let tag = map.next_value::<std::borrow::Cow<'de, str>>()?;
+                    kind = Some(match EventKind::from_tag(&tag) {
+                        Some(k) => Parsed::Known(k),
+                        None => Parsed::UnknownKind(tag.into_owned()),
+                    });
+                }
                 "data" => match &kind {
-                    Some(k) => {
-                        body = Some(
-                            map.next_value_seed(DataSeed { kind: k, schema_version: schema_version.unwrap_or(0) })?,
-                        )
+                    Some(Parsed::Known(k)) => body = Some(map.next_value_seed(DataSeed(*k))?),
+                    // The payload of an unknown kind is not looked at.
+                    Some(Parsed::UnknownKind(_)) => {
+                        map.next_value::<IgnoredAny>()?;
                     }
                     None => raw = Some(map.next_value()?),
                 },
                 _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    map.next_value::<IgnoredAny>()?;
                 }
             }
         }
         let schema_version = schema_version.ok_or_else(|| A::Error::missing_field("schema_version"))?;
         let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
+        let run_id = run_id.ok_or_else(|| A::Error::missing_field("run_id"))?;
+        let cell_id = cell_id.ok_or_else(|| A::Error::missing_field("cell_id"))?;
+        let kind = match kind {
+            Parsed::Known(k) => k,
+            Parsed::UnknownKind(tag) => return Ok((schema_version, Parsed::UnknownKind(tag))),
+        };
         let body = match (body, raw) {
             (Some(b), _) => b,
             (None, Some(r)) => {
                 let mut d = serde_json::Deserializer::from_str(r.get());
-                lean_body(&kind, schema_version, &mut d).map_err(A::Error::custom)?
+                lean_body(kind, &mut d).map_err(A::Error::custom)?
             }
             (None, None) => return Err(A::Error::missing_field("data")),
         };
-        Ok((
-            schema_version,
-            Lean {
-                run_id: run_id.ok_or_else(|| A::Error::missing_field("run_id"))?,
-                cell_id: cell_id.ok_or_else(|| A::Error::missing_field("cell_id"))?,
-                kind,
-                body,
-            },
-        ))
+        Ok((schema_version, Parsed::Known(Lean { run_id, cell_id, kind, body })))
     }
 }
 
@@ -643,12 +688,323 @@ mod tests {
         assert_eq!(lean.event_counts["policy_decision"], 2);
     }
 
+    /// The full reader's summary: the same fold over fully parsed events, plus what reading
+    /// noticed, exactly as `replay_trace` adds it.
+    fn full_summary(path: &Path) -> CellSummary {
+        let read = crate::trace::read_trace(path).unwrap();
+        let mut s = summarize(&read.events).unwrap();
+        s.truncated = read.stats.truncated;
+        s.skipped_events = read.stats.skipped;
+        s
+    }
+
+    /// Events of `kind` as the engine writes them. The match is exhaustive over the table, so
+    /// a new kind does not compile until it has an example here, and the test below then runs
+    /// it through the writer and both readers.
+    fn examples(kind: EventKind) -> Vec<EventBody> {
+        let usage = Some(Usage { input_tokens: 100, output_tokens: 10 });
+        match kind {
+            EventKind::RunStarted => vec![EventBody::RunStarted {
+                benchmark: "b".into(),
+                case_id: "case-1".into(),
+                category: "bugfix".into(),
+                split: "test".into(),
+                profile: "p".into(),
+                model: ModelInfo {
+                    provider: "openai".into(),
+                    model: "m".into(),
+                    input_price_per_mtok: Some(1.0),
+                    output_price_per_mtok: Some(4.0),
+                    ..Default::default()
+                },
+                step_budget: 9,
+                epoch: 3,
+                agent_spec: "spec".into(),
+                hcbench_version: "0".into(),
+            }],
+            EventKind::ContextPacked => vec![EventBody::ContextPacked {
+                step: 1,
+                sections: vec![crate::trace::event::ContextSection {
+                    name: "task".into(),
+                    chars: 10,
+                    budget: 20,
+                    cut: 0,
+                    dropped: 1,
+                }],
+                total_chars: 10,
+            }],
+            EventKind::ModelAction => vec![EventBody::ModelAction {
+                step: 1,
+                tool: "read_file".into(),
+                args: serde_json::json!({"path": "a.py"}),
+                usage: usage.clone(),
+                latency_ms: 5,
+            }],
+            EventKind::ModelRetry => {
+                vec![EventBody::ModelRetry { step: 2, attempt: 1, cause: "429".into(), delay_ms: 10 }]
+            }
+            EventKind::ModelError => vec![
+                EventBody::ModelError { step: 2, error_kind: "parse".into(), message: "?".into(), usage },
+                EventBody::ModelError { step: 3, error_kind: "provider".into(), message: "503".into(), usage: None },
+            ],
+            EventKind::PolicyDecision => vec![
+                EventBody::PolicyDecision {
+                    step: 1,
+                    tool: "read_file".into(),
+                    allowed: true,
+                    reason: "allowed".into(),
+                    invalid: false,
+                },
+                EventBody::PolicyDecision {
+                    step: 4,
+                    tool: "read_file".into(),
+                    allowed: false,
+                    reason: "secret".into(),
+                    invalid: false,
+                },
+                EventBody::PolicyDecision {
+                    step: 5,
+                    tool: "edit_file".into(),
+                    allowed: false,
+                    reason: "missing `old`".into(),
+                    invalid: true,
+                },
+            ],
+            EventKind::ToolResult => vec![
+                EventBody::ToolResult {
+                    step: 1,
+                    tool: "read_file".into(),
+                    ok: true,
+                    denied: false,
+                    output: "x".into(),
+                    output_bytes: 1,
+                    artifact: None,
+                    modified: vec![],
+                    read: Some("a.py".into()),
+                    duration_ms: 1,
+                },
+                EventBody::ToolResult {
+                    step: 4,
+                    tool: "read_file".into(),
+                    ok: false,
+                    denied: true,
+                    output: "denied".into(),
+                    output_bytes: 6,
+                    artifact: None,
+                    modified: vec![],
+                    read: None,
+                    duration_ms: 0,
+                },
+                EventBody::ToolResult {
+                    step: 6,
+                    tool: "edit_file".into(),
+                    ok: true,
+                    denied: false,
+                    output: "ok".into(),
+                    output_bytes: 2,
+                    artifact: Some(crate::trace::event::Artifact {
+                        path: "artifacts/6.txt".into(),
+                        sha256: "0".repeat(64),
+                        bytes: 9000,
+                    }),
+                    modified: vec!["a.py".into()],
+                    read: None,
+                    duration_ms: 1,
+                },
+                EventBody::ToolResult {
+                    step: 7,
+                    tool: "read_file".into(),
+                    ok: true,
+                    denied: false,
+                    output: "x".into(),
+                    output_bytes: 1,
+                    artifact: None,
+                    modified: vec![],
+                    read: Some("a.py".into()),
+                    duration_ms: 1,
+                },
+            ],
+            EventKind::StateUpdated => vec![EventBody::StateUpdated {
+                step: 6,
+                steps_used: 6,
+                files_modified: vec!["a.py".into()],
+                finished: false,
+            }],
+            EventKind::TestResult => vec![EventBody::TestResult {
+                passed: true,
+                exit_code: Some(0),
+                timed_out: false,
+                duration_ms: 30,
+                output: "1 passed".into(),
+                artifact: None,
+            }],
+            EventKind::VerifierResult => vec![EventBody::VerifierResult {
+                passed: false,
+                duration_ms: 2,
+                checks: vec![crate::trace::event::Check {
+                    name: "forbid_denials".into(),
+                    passed: false,
+                    detail: "1 denial".into(),
+                }],
+                metrics: [("first_read_step".to_string(), serde_json::json!(1))].into(),
+            }],
+            EventKind::RunFinished => vec![EventBody::RunFinished {
+                outcome: Outcome::Failed,
+                reward: 0.0,
+                stop_reason: "finished".into(),
+                reason: "the verifier failed".into(),
+                elapsed_ms: 77,
+            }],
+        }
+    }
+
     #[test]
-    fn lean_parse_accepts_data_before_kind_and_rejects_unknown_kinds() {
+    fn the_table_of_kinds_matches_the_writers_tags() {
+        for (i, kind) in EventKind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, i, "ALL is in declaration order");
+            assert_eq!(EventKind::from_tag(kind.as_str()), Some(*kind));
+            for body in examples(*kind) {
+                assert_eq!(body.kind(), *kind);
+                let wire = serde_json::to_value(&body).unwrap();
+                assert_eq!(wire["kind"], kind.as_str(), "the serde tag of {kind:?} is its table entry");
+            }
+        }
+        assert_eq!(EventKind::from_tag("memory_updated"), None);
+    }
+
+    #[test]
+    fn every_kind_goes_through_the_writer_and_both_readers_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut w = TraceWriter::create(&path, "r", "c").unwrap();
+        let mut written = Vec::new();
+        for kind in EventKind::ALL {
+            for body in examples(*kind) {
+                written.push(w.append(body).unwrap());
+            }
+        }
+        let read = crate::trace::read_trace(&path).unwrap();
+        assert_eq!(read.events, written, "the full reader reads back what the writer wrote");
+        assert_eq!(read.stats, crate::trace::ReadStats::default());
+
+        let lean = replay_trace(&path).unwrap();
+        assert_eq!(full_summary(&path), lean, "the fast parser and the full reader agree");
+        let exercised: BTreeSet<&str> = lean.event_counts.keys().map(String::as_str).collect();
+        let table: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(exercised, table, "every kind in the table was written and replayed");
+        // The fold read what each kind carries, not just its tag.
+        assert_eq!((lean.case_id.as_str(), lean.epoch, lean.step_budget), ("case-1", 3, 9));
+        assert_eq!((lean.steps, lean.model_errors, lean.model_retries, lean.invalid_actions), (2, 2, 1, 2));
+        assert_eq!((lean.policy_denials, lean.tool_calls, lean.tool_failures, lean.repeated_reads), (1, 3, 0, 1));
+        assert_eq!((lean.first_edit_step, lean.files_modified.clone()), (Some(6), vec!["a.py".to_string()]));
+        assert_eq!((lean.input_tokens, lean.output_tokens), (200, 20));
+        assert_eq!((lean.tests_passed, lean.verifier_passed), (Some(true), Some(false)));
+        assert_eq!(lean.metrics["first_read_step"], 1);
+        assert_eq!((lean.outcome, lean.wall_ms, lean.events), (Some(Outcome::Failed), 77, written.len() as u64));
+        assert!(lean.skipped_events.is_empty());
+    }
+
+    /// Inserts `extra` lines after the first line of the trace at `path`.
+    fn insert_after_first(path: &Path, extra: &[&str]) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (first, rest) = text.split_once('\n').unwrap();
+        let mut out = format!("{first}\n");
+        for l in extra {
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push_str(rest);
+        std::fs::write(path, out).unwrap();
+    }
+
+    #[test]
+    fn unknown_kinds_of_a_known_schema_version_are_skipped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample(dir.path());
+        let before = replay_trace(&path).unwrap();
+        insert_after_first(
+            &path,
+            &[
+                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{"step":1,"notes":["x"]}}"#,
+                // Another writer's field order: the payload before the kind.
+                r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"checkpoint"}"#,
+                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":3,"ts":"t","kind":"memory_updated","data":null}"#,
+            ],
+        );
+        let lean = replay_trace(&path).unwrap();
+        assert_eq!(full_summary(&path), lean);
+        let skipped: BTreeMap<String, u64> = [("checkpoint".into(), 1), ("memory_updated".into(), 2)].into();
+        assert_eq!(lean.skipped_events, skipped);
+        assert_eq!(CellSummary { skipped_events: BTreeMap::new(), ..lean.clone() }, before, "nothing else changed");
+        let note = lean.skipped_note().unwrap();
+        assert!(note.contains("skipped 3 event(s)") && note.contains("2 memory_updated"), "{note}");
+        assert_eq!(before.skipped_note(), None);
+
+        // The count survives results.jsonl, and a results line without the field still reads.
+        let line = serde_json::to_string(&lean).unwrap();
+        assert_eq!(serde_json::from_str::<CellSummary>(&line).unwrap(), lean);
+        let old = serde_json::to_string(&before).unwrap();
+        assert!(!old.contains("skipped_events"), "an ordinary summary is written as before");
+        assert_eq!(serde_json::from_str::<CellSummary>(&old).unwrap().skipped_events, BTreeMap::new());
+
+        // A cell resumed later must not mix formats in one trace.
+        let err = TraceWriter::append_to(&path, "r", "c").err().unwrap().to_string();
+        assert!(err.contains("memory_updated") && err.contains("upgrade hcbench"), "{err}");
+    }
+
+    #[test]
+    fn a_newer_schema_version_is_an_error_that_names_the_file_and_says_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample(dir.path());
+        let newer = [
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{}}"#,
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"model_retry","data":{"step":1}}"#,
+            r#"{"schema_version":2,"moved":{"kind":"model_retry"}}"#,
+        ];
+        for line in newer {
+            let path = dir.path().join("newer.jsonl");
+            std::fs::copy(dir.path().join("trace.jsonl"), &path).unwrap();
+            insert_after_first(&path, &[line]);
+            let lean = replay_trace(&path).unwrap_err().to_string();
+            let full = crate::trace::read_trace(&path).unwrap_err().to_string();
+            for msg in [lean, full] {
+                assert!(msg.contains(&*path.to_string_lossy()), "{msg}");
+                assert!(msg.contains("line 2 has schema_version 2") && msg.contains("upgrade hcbench"), "{msg}");
+            }
+        }
+        assert!(replay_trace(&path).is_ok());
+    }
+
+    #[test]
+    fn malformed_lines_stay_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        sample(dir.path());
+        let malformed = [
+            "not json",
+            r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","data":{}}"#,
+            r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":7,"data":{}}"#,
+            r#"{"schema_version":1,"cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{}}"#,
+            r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"model_error","data":{"step":1}}"#,
+        ];
+        for line in malformed {
+            let path = dir.path().join("bad.jsonl");
+            std::fs::copy(dir.path().join("trace.jsonl"), &path).unwrap();
+            insert_after_first(&path, &[line]);
+            for err in
+                [replay_trace(&path).unwrap_err().to_string(), crate::trace::read_trace(&path).unwrap_err().to_string()]
+            {
+                assert!(err.contains("line 2 is not a valid event") && err.contains("corrupt"), "{line}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn lean_parse_accepts_data_before_kind_and_reports_unknown_kinds() {
         let line = br#"{"data":{"passed":true,"exit_code":0,"timed_out":false,"duration_ms":1,"output":""},"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"test_result"}"#;
         let (_, e) = Lean::parse(line).unwrap();
+        let Parsed::Known(e) = e else { panic!("test_result is a known kind") };
         assert!(matches!(e.body, LeanBody::TestResult { passed: true }));
-        let bad = br#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"teleported","data":{}}"#;
-        assert!(Lean::parse(bad).unwrap_err().to_string().contains("unknown event kind"));
+        let new = br#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"teleported","data":{}}"#;
+        assert!(matches!(Lean::parse(new).unwrap().1, Parsed::UnknownKind(k) if k == "teleported"));
     }
 }

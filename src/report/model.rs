@@ -219,7 +219,8 @@ fn load_cell(
             if s.outcome.is_none() {
                 s.reason = "the trace ends before run_finished (crash or interruption)".into();
             }
-            (s, None)
+            let note = s.skipped_note();
+            (s, note)
         }
         Err(crate::replay::ReplayError::Empty(_)) => (placeholder(None, "the trace is empty".into()), None),
         Err(e) => {

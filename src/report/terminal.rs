@@ -35,7 +35,17 @@ pub fn totals_line(summaries: &[CellSummary]) -> String {
     let verdicts = summaries.iter().filter(|s| s.outcome.is_some_and(|o| o.is_verdict())).count();
     let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let coverage = if summaries.is_empty() { 0.0 } else { 100.0 * verdicts as f64 / summaries.len() as f64 };
-    format!("{} cell(s): {}; coverage {coverage:.0}% (cells with a valid verdict)", summaries.len(), parts.join(", "))
+    let mut line = format!(
+        "{} cell(s): {}; coverage {coverage:.0}% (cells with a valid verdict)",
+        summaries.len(),
+        parts.join(", ")
+    );
+    // Events a newer hcbench wrote are left out of every number above, so say so.
+    if let Some(skipped) = crate::replay::skipped_sentence(summaries) {
+        line.push_str("; ");
+        line.push_str(&skipped);
+    }
+    line
 }
 
 pub fn profile_table(stats: &[GroupStats]) -> Table {

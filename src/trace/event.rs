@@ -1,16 +1,86 @@
-//! Trace event types. This is a serialized format: changing a field is a schema change.
+//! Trace event types and the one table of event kinds. This is a serialized format: changing
+//! a field is a schema change.
 //!
-//! Compatibility rule: readers accept any `schema_version <= SCHEMA_VERSION`; new optional
-//! fields may be added without a bump (they default on read); removing or retyping a field
-//! needs a bump and a note in `docs/formats.md`.
+//! Compatibility rule (docs/formats.md, "Trace events"): `schema_version` is a major version.
+//! Readers accept any `schema_version <= SCHEMA_VERSION` and refuse newer ones. Within one
+//! version a writer may add optional fields (they default on read) and new event kinds (a
+//! reader that does not know a kind skips and counts it; see [`super::reader`]). Removing or
+//! retyping a field, or changing what a kind means, needs a bump and a note in
+//! `docs/formats.md`.
+//!
+//! [`EventKind`] is the only list of kinds, and everything that names a kind goes through it
+//! so a kind cannot be added in one place and forgotten in another: [`EventBody::kind`] maps
+//! each variant to its kind (an exhaustive match, so a new variant does not compile without
+//! one), the fast replay parser dispatches on [`EventKind`] (exhaustive too), and a test checks
+//! that each variant's serde tag is its kind's `as_str()` and that every kind goes through the
+//! writer and both readers.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Version of the trace event format written by this build.
+/// Version of the trace event format written by this build: the major version of the
+/// format. Compatible additions (optional fields, new kinds) do not change it.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Declares [`EventKind`] from one list of `Variant = "tag"` pairs, so its variants, `ALL`,
+/// `as_str` and `from_tag` are written once and cannot disagree.
+macro_rules! event_kinds {
+    ($($(#[$doc:meta])* $variant:ident = $tag:literal,)+) => {
+        /// The kind of a trace event: the `kind` tag of a trace line.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventKind {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl EventKind {
+            /// Every kind this build knows, in declaration order (`kind as usize` indexes it).
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant,)+];
+
+            /// The `kind` tag as written to the trace.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EventKind::$variant => $tag,)+
+                }
+            }
+
+            /// The kind a tag names; None for a kind this build does not know (written by a
+            /// newer hcbench of the same schema version).
+            pub fn from_tag(tag: &str) -> Option<EventKind> {
+                match tag {
+                    $($tag => Some(EventKind::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// First event of every trace: what the cell runs and with which model.
+    RunStarted = "run_started",
+    /// The context shown to the model at a step, section by section.
+    ContextPacked = "context_packed",
+    /// The model's reply, parsed into a tool call.
+    ModelAction = "model_action",
+    /// A provider call that will be tried again.
+    ModelRetry = "model_retry",
+    /// A reply that could not be used, or a provider failure.
+    ModelError = "model_error",
+    /// Whether the policy let a call run.
+    PolicyDecision = "policy_decision",
+    /// What a tool call did.
+    ToolResult = "tool_result",
+    /// The agent's state after a step.
+    StateUpdated = "state_updated",
+    /// The case's tests, run after the agent stopped.
+    TestResult = "test_result",
+    /// The case's verifier checks.
+    VerifierResult = "verifier_result",
+    /// Last event of a complete trace: the outcome.
+    RunFinished = "run_finished",
+}
 
 fn one() -> u32 {
     1
@@ -45,15 +115,42 @@ struct WireOut<'a> {
     body: &'a EventBody,
 }
 
+/// A trace line's envelope with the payload kept raw, so the reader can look at `kind` before
+/// deciding whether to parse `data`.
 #[derive(Deserialize)]
-struct WireIn {
-    schema_version: u32,
+pub(super) struct WireIn {
+    pub(super) schema_version: u32,
     run_id: String,
     cell_id: String,
     seq: u64,
     ts: String,
-    kind: String,
+    pub(super) kind: String,
     data: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl WireIn {
+    /// The event this envelope holds; fails when the payload does not fit its kind (or the
+    /// kind is unknown, which callers that tolerate it check first).
+    pub(super) fn into_event(self) -> Result<Event, serde_json::Error> {
+        // Re-assemble `{"kind":..,"data":..}` with the tag first, so the adjacently tagged
+        // enum deserializes the payload straight into its variant.
+        let data = self.data.as_deref().map_or("null", |r| r.get());
+        let mut buf = String::with_capacity(data.len() + self.kind.len() + 20);
+        buf.push_str("{\"kind\":");
+        buf.push_str(&serde_json::to_string(&self.kind)?);
+        buf.push_str(",\"data\":");
+        buf.push_str(data);
+        buf.push('}');
+        let body: EventBody = serde_json::from_str(&buf)?;
+        Ok(Event {
+            schema_version: self.schema_version,
+            run_id: self.run_id,
+            cell_id: self.cell_id,
+            seq: self.seq,
+            ts: self.ts,
+            body,
+        })
+    }
 }
 
 impl Serialize for Event {
@@ -73,22 +170,12 @@ impl Serialize for Event {
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
-        let w = WireIn::deserialize(deserializer)?;
-        // Re-assemble `{"kind":..,"data":..}` with the tag first, so the adjacently tagged
-        // enum deserializes the payload straight into its variant.
-        let data = w.data.as_deref().map_or("null", |r| r.get());
-        let mut buf = String::with_capacity(data.len() + w.kind.len() + 20);
-        buf.push_str("{\"kind\":");
-        buf.push_str(&serde_json::to_string(&w.kind).map_err(D::Error::custom)?);
-        buf.push_str(",\"data\":");
-        buf.push_str(data);
-        buf.push('}');
-        let body: EventBody = serde_json::from_str(&buf).map_err(D::Error::custom)?;
-        Ok(Event { schema_version: w.schema_version, run_id: w.run_id, cell_id: w.cell_id, seq: w.seq, ts: w.ts, body })
+        WireIn::deserialize(deserializer)?.into_event().map_err(D::Error::custom)
     }
 }
 
-/// What happened. Serialized as `"kind": "<snake_case>", "data": {...}`.
+/// What happened. Serialized as `"kind": "<snake_case>", "data": {...}`; the tag of each
+/// variant is its [`EventKind`]'s `as_str()` (a test checks it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum EventBody {
@@ -204,20 +291,20 @@ pub enum EventBody {
 }
 
 impl EventBody {
-    /// The `kind` tag as written to the trace.
-    pub fn kind(&self) -> &'static str {
+    /// The kind of this event; its `kind` tag on the wire is `kind().as_str()`.
+    pub fn kind(&self) -> EventKind {
         match self {
-            EventBody::RunStarted { .. } => "run_started",
-            EventBody::ContextPacked { .. } => "context_packed",
-            EventBody::ModelAction { .. } => "model_action",
-            EventBody::ModelRetry { .. } => "model_retry",
-            EventBody::ModelError { .. } => "model_error",
-            EventBody::PolicyDecision { .. } => "policy_decision",
-            EventBody::ToolResult { .. } => "tool_result",
-            EventBody::StateUpdated { .. } => "state_updated",
-            EventBody::TestResult { .. } => "test_result",
-            EventBody::VerifierResult { .. } => "verifier_result",
-            EventBody::RunFinished { .. } => "run_finished",
+            EventBody::RunStarted { .. } => EventKind::RunStarted,
+            EventBody::ContextPacked { .. } => EventKind::ContextPacked,
+            EventBody::ModelAction { .. } => EventKind::ModelAction,
+            EventBody::ModelRetry { .. } => EventKind::ModelRetry,
+            EventBody::ModelError { .. } => EventKind::ModelError,
+            EventBody::PolicyDecision { .. } => EventKind::PolicyDecision,
+            EventBody::ToolResult { .. } => EventKind::ToolResult,
+            EventBody::StateUpdated { .. } => EventKind::StateUpdated,
+            EventBody::TestResult { .. } => EventKind::TestResult,
+            EventBody::VerifierResult { .. } => EventKind::VerifierResult,
+            EventBody::RunFinished { .. } => EventKind::RunFinished,
         }
     }
 }

@@ -4,12 +4,13 @@
 //! traces alone (`hcbench replay`, `hcbench report`). Invariants, enforced in [`writer`]:
 //! one event per line, sequence numbers start at 0 and increase by one, each line is written
 //! with a single `write` and flushed before the next step, so a crash leaves a valid prefix
-//! (at worst a cut last line, which [`reader`] tolerates).
+//! (at worst a cut last line, which [`reader`] tolerates). The kinds of event are listed once,
+//! in [`event::EventKind`]; the writer and every reader name kinds only through it.
 
 pub mod event;
 pub mod reader;
 pub mod writer;
 
-pub use event::{Event, EventBody, SCHEMA_VERSION};
-pub use reader::{TraceError, TraceRead, for_each_line, read_trace};
+pub use event::{Event, EventBody, EventKind, SCHEMA_VERSION};
+pub use reader::{Parsed, ReadStats, TraceError, TraceRead, for_each_line, read_trace};
 pub use writer::TraceWriter;

@@ -36,9 +36,19 @@ impl TraceWriter {
 
     /// Opens an existing trace to append after its last event (sequence numbers continue).
     /// A cut last line (a write interrupted mid-way) is dropped first, so the file stays a
-    /// sequence of complete events.
+    /// sequence of complete events. A trace holding kinds this build does not know was written
+    /// by a newer hcbench: appending to it is refused, because the skipped events' sequence
+    /// numbers are unknown here and one trace must come from one format.
     pub fn append_to(path: &Path, run_id: &str, cell_id: &str) -> io::Result<Self> {
         let read = super::reader::read_trace(path).map_err(io::Error::other)?;
+        if !read.stats.skipped.is_empty() {
+            let kinds: Vec<&str> = read.stats.skipped.keys().map(String::as_str).collect();
+            return Err(io::Error::other(format!(
+                "trace {} holds event kinds this hcbench does not know ({}): it was written by a newer hcbench; upgrade hcbench to append to it",
+                path.display(),
+                kinds.join(", ")
+            )));
+        }
         let bytes = std::fs::read(path)?;
         let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         if complete != bytes.len() {
