@@ -6,7 +6,7 @@
 //! the model, and the agent runs calls; with the vocabulary here, none of the three has to
 //! import another to speak about tools.
 //!
-//! [`TOOLS`] is the one definition of every tool: its name, what it does, and its arguments
+//! `TOOLS` is the one definition of every tool: its name, what it does, and its arguments
 //! with their kinds and how the model is told about them. Everything else that names a tool
 //! or an argument derives from it: [`Tool::as_str`] and [`Tool::parse`], the one-line
 //! description in the model's context ([`Tool::describe`]), the JSON schema of native tool
@@ -41,7 +41,7 @@ impl Action {
     }
 }
 
-/// The agent's tools. Their names, descriptions and arguments live in [`TOOLS`].
+/// The agent's tools. Their names, descriptions and arguments live in `TOOLS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tool {
     ListFiles,
@@ -224,11 +224,11 @@ impl ToolDef {
     }
 }
 
-/// The one-line descriptions, built once from [`TOOLS`] in its order.
+/// The one-line descriptions, built once from `TOOLS` in its order.
 static DESCRIPTIONS: LazyLock<Vec<String>> = LazyLock::new(|| TOOLS.iter().map(ToolDef::one_line).collect());
 
 impl Tool {
-    /// Every tool, in the order of [`TOOLS`].
+    /// Every tool, in the order of `TOOLS`.
     pub fn all() -> impl Iterator<Item = Tool> {
         TOOLS.iter().map(|d| d.tool)
     }
@@ -272,7 +272,7 @@ fn default_depth() -> usize {
     4
 }
 
-/// A tool call with typed arguments. The field names are the argument names of [`TOOLS`]
+/// A tool call with typed arguments. The field names are the argument names of `TOOLS`
 /// (serde uses them on the wire); the defaults here are the ones the notes there announce.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "tool", content = "args", rename_all = "snake_case")]

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::agent::CellPlan;
 use crate::engine::{self, Batch, Budget, Cancel};
-use crate::events::{EngineSink, Fanout};
+use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::replay::CellSummary;
 use crate::rundir::{RunDir, RunDirError};
 use crate::{exit, process};
@@ -68,6 +68,13 @@ impl Session {
             });
         }
         Ok(Session { rt, cancel, cleanup })
+    }
+
+    /// A session for a run whose progress display should hear about the first Ctrl-C (as an
+    /// [`EngineEvent::Cancelling`]), as `run`, `matrix` and `validate` want.
+    pub(crate) fn for_progress(progress: &Arc<dyn EngineSink>) -> io::Result<Session> {
+        let progress = progress.clone();
+        Session::start(move || progress.event(EngineEvent::Cancelling))
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {

@@ -1,11 +1,14 @@
 //! hcbench: a batch evaluation and benchmarking framework for coding agents.
 //!
 //! The crate is one library plus the thin `hcbench` binary. The data flow follows
-//! `docs/architecture.md`: the CLI resolves [`settings`] once, [`bench`] loads and validates
-//! cases, [`engine`] runs cells (case x profile) in parallel, each through the embedded
-//! [`agent`] loop, which appends every step to a [`trace`]. [`replay`] rebuilds summaries from
-//! traces alone and [`report`] renders them. The engine never prints: progress reaches the CLI
-//! through [`engine::EngineSink`]. [`action`] holds the vocabulary that bench, model and agent
+//! `docs/architecture.md`: [`commands`] snapshot the [`environment`] and resolve [`settings`]
+//! once, [`bench`] loads and validates cases, [`rundir`] creates the run directory and its
+//! manifest, [`engine`] runs cells (case x profile x epoch) in parallel under one
+//! `interrupt::Session`, each through the embedded [`agent`] loop, which appends every step
+//! to a [`trace`]. [`replay`] rebuilds summaries from traces alone and [`report`] renders
+//! them; [`gate`] and [`validate`] drive the engine for their own verdicts. Nothing below
+//! `commands` prints: the engine reports to [`events::EngineSink`]s, the gate to a
+//! `gate::GateSink`. [`action`] holds the vocabulary that bench, model and agent
 //! share (the tools, their arguments, the actions a model sends), so none of the three imports
 //! another to speak about tools.
 

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::action::Action;
 use crate::bench::{Benchmark, Case, Category};
 use crate::engine;
-use crate::events::{EngineEvent, EngineSink};
+use crate::events::EngineSink;
 use crate::exit;
 use crate::interrupt::Session;
 
@@ -113,8 +113,7 @@ pub(crate) fn run(
     cells.extend(engine::plan(run_id, run.path(), bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
 
     let progress = sink.progress();
-    let notify = progress.clone();
-    let session = Session::start(move || notify.event(EngineEvent::Cancelling))
+    let session = Session::for_progress(&progress)
         .map_err(|source| ValidateError::Io { context: "cannot start the async runtime".into(), source })?;
     let done = session.execute_run(&run, cells, jobs, progress, None)?;
     let outcome = if done.cancelled {

@@ -6,12 +6,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{CommandError, exec};
+use anyhow::Context as _;
+
+use super::CommandError;
 use crate::agent::spec::AgentSpec;
 use crate::bench::load_benchmark;
 use crate::engine::{self, Budget};
 use crate::events::{EngineEvent, EngineSink};
 use crate::exit;
+use crate::interrupt::Session;
 use crate::replay::CellSummary;
 use crate::report::{self, progress};
 use crate::rundir::{Manifest, Plan, RunDir};
@@ -68,7 +71,8 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
     let budget = m
         .budget_usd
         .map(|limit_usd| Budget { limit_usd, already_spent: kept.iter().filter_map(CellSummary::cost_usd).sum() });
-    let done = exec::execute(&run, cells, s.jobs, progress, budget)?;
+    let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
+    let done = session.execute_run(&run, cells, s.jobs, progress, budget)?;
 
     let report = report::model::build(run.path(), true)?;
     let written = report::write_all(run.path(), &report)?;

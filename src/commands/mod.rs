@@ -3,7 +3,6 @@
 //! user can fix (exit 2) vs. hcbench failing (exit 3). This is the only layer that reads the
 //! process environment ([`Environment::capture`]).
 
-mod exec;
 mod gate;
 mod list;
 mod matrix;

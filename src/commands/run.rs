@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::{CommandError, exec};
+use super::CommandError;
 use crate::cli::Format;
+use crate::events::EngineSink;
+use crate::interrupt::Session;
 use crate::report::{self, progress, terminal};
 use crate::rundir::{Manifest, Plan, RunDir};
 use crate::settings::{RunSettings, Settings};
@@ -26,7 +28,9 @@ pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
     };
     let run = RunDir::create(&s.run_dir, Manifest::new(plan, &settings.root, bench, case_ids))?;
     let cells = engine::plan(&s.run_id, run.path(), bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec);
-    let done = exec::execute(&run, cells, s.jobs, Arc::from(progress::auto()), None)?;
+    let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
+    let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
+    let done = session.execute_run(&run, cells, s.jobs, progress, None)?;
     let report = report::model::build(run.path(), true)?;
     report::write_all(run.path(), &report)?;
     if s.records_train_results {

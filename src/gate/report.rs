@@ -529,14 +529,9 @@ impl LiveSink for StderrLive {
     fn live(&self, event: LiveEvent<'_>) {
         let mut err = io::stderr().lock();
         let _ = match event {
-            LiveEvent::TrainCell { summary, done, total } => writeln!(
-                err,
-                "[gate]   [{done:>w$}/{total}] {:<14} {} ({:.1}s)",
-                summary.outcome_label(),
-                summary.cell_id,
-                summary.wall_ms as f64 / 1000.0,
-                w = total.to_string().len()
-            ),
+            LiveEvent::TrainCell { summary, done, total } => {
+                writeln!(err, "[gate]   {}", crate::report::progress::cell_line(summary, done, total))
+            }
             // About ten lines whatever the size: enough to see progress, not a wall of text.
             LiveEvent::TestCells { done, total } if done == total || done.is_multiple_of(total.div_ceil(10).max(1)) => {
                 writeln!(err, "[gate]   {done}/{total} test cell(s) done")

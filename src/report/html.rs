@@ -32,6 +32,8 @@ const TEMPLATE_NAME: &str = "report.html";
 const TEMPLATE: &str = include_str!("templates/report.html");
 const CSS: &str = include_str!("templates/report.css");
 const JS: &str = include_str!("templates/report.js");
+/// The pass-rate cell shared by the profile and category tables (`{% include %}`d).
+const RATE_CELL: &str = include_str!("templates/rate_cell.html");
 
 /// Outcome classes in the order the legend shows them: (label in data, words, glyph). The
 /// glyph repeats the colour's meaning so the heatmap does not rely on colour alone.
@@ -67,6 +69,7 @@ impl Exporter for Html {
 pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
     let err = |e: tera::Error| ExportError::Render { format: "html", message: error_chain(&e) };
     let mut tera = Tera::default();
+    tera.add_raw_template("rate_cell.html", RATE_CELL).map_err(err)?;
     tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(err)?;
     let page = Page::build(report);
     let context = Context::from_serialize(&page).map_err(err)?;

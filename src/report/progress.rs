@@ -11,6 +11,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::events::{EngineEvent, EngineSink};
+use crate::replay::CellSummary;
 use crate::trace::event::Outcome;
 
 /// The sink for the terminal: bars on a TTY, lines otherwise.
@@ -26,6 +27,17 @@ impl LineProgress {
     }
 }
 
+/// One finished cell as a progress line: `[ 3/40] passed         bugfix-1__oracle (1.2s)`.
+pub(crate) fn cell_line(summary: &CellSummary, done: usize, total: usize) -> String {
+    format!(
+        "[{done:>width$}/{total}] {:<14} {} ({:.1}s)",
+        summary.outcome_label(),
+        summary.cell_id,
+        summary.wall_ms as f64 / 1000.0,
+        width = total.to_string().len()
+    )
+}
+
 impl EngineSink for LineProgress {
     fn event(&self, event: EngineEvent<'_>) {
         let mut err = std::io::stderr().lock();
@@ -34,14 +46,7 @@ impl EngineSink for LineProgress {
                 writeln!(err, "hcbench: run {run_id}: {cells} cell(s) -> {}", run_dir.display())
             }
             EngineEvent::CellStarted { .. } => Ok(()),
-            EngineEvent::CellFinished { summary, done, total } => writeln!(
-                err,
-                "[{done:>width$}/{total}] {:<14} {} ({:.1}s)",
-                summary.outcome_label(),
-                summary.cell_id,
-                summary.wall_ms as f64 / 1000.0,
-                width = total.to_string().len()
-            ),
+            EngineEvent::CellFinished { summary, done, total } => writeln!(err, "{}", cell_line(summary, done, total)),
             EngineEvent::CellsKept { count } => writeln!(err, "hcbench: resuming: {count} finished cell(s) kept"),
             EngineEvent::BudgetSpent { spent_usd, budget_usd } => writeln!(
                 err,
