@@ -350,3 +350,34 @@ fn list_shows_cases_with_category_split_and_size() {
         rows.iter().map(|r| (r["id"].as_str().unwrap().into(), r["split"].as_str().unwrap().into())).collect();
     assert_eq!(shown, listed, "the table's split column matches --format json");
 }
+
+#[test]
+fn dotenv_in_the_project_root_is_read_when_hcbench_runs_from_elsewhere() {
+    // One .env, in the root named by --root: its HCBENCH_MODELS names a models file whose
+    // profile then resolves, although the command runs from another directory.
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.write("models-from-dotenv.toml", "[viadotenv]\nprovider = \"oracle\"\n");
+    s.write(".env", &format!("HCBENCH_MODELS={}\n", s.path().join("models-from-dotenv.toml").display()));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let run = |profile: &str| {
+        std::process::Command::new(crate::BIN)
+            .arg("--root")
+            .arg(s.path())
+            .args(["run", "--benchmark", "demo", "--profile", profile, "--format", "json"])
+            .current_dir(elsewhere.path())
+            .env_remove("HCBENCH_MODELS")
+            .env_remove("HCBENCH_ROOT")
+            .output()
+            .unwrap()
+    };
+    let out = run("viadotenv");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cells[0]["profile"], "viadotenv");
+    assert_eq!(cells[0]["outcome"], "passed");
+    std::fs::remove_file(s.path().join(".env")).unwrap();
+    let out = run("viadotenv");
+    assert_eq!(out.status.code(), Some(2), "without .env the profile is unknown");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown profile `viadotenv`"));
+}
