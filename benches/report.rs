@@ -39,6 +39,8 @@ fn main() {
         agent_spec: String::new(),
         agent_dir: None,
         budget_usd: None,
+        min_coverage: None,
+        fail_under: None,
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();

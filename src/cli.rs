@@ -57,6 +57,19 @@ pub struct Selection {
     pub cases: Vec<String>,
 }
 
+/// The exit policy's thresholds (docs/commands.md#exit-codes), shared by `run` and `matrix`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ThresholdArgs {
+    /// Exit 4 when a profile's coverage (cells with a verdict / planned cells) is below RATE,
+    /// a fraction from 0 to 1 [default: 0.9].
+    #[arg(long, value_name = "RATE")]
+    pub min_coverage: Option<f64>,
+    /// Exit 6 when a profile's pass rate (passed / planned cells) is below RATE, a fraction from
+    /// 0 to 1. For `run` it replaces the rule that every case must pass (exit 1).
+    #[arg(long, value_name = "RATE")]
+    pub fail_under: Option<f64>,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -79,6 +92,8 @@ pub struct RunArgs {
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +124,9 @@ pub struct MatrixArgs {
     pub budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
+    /// With --resume the run keeps the thresholds it started with (they are part of its plan).
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
 }
 
 #[derive(Debug, Args)]

@@ -4,13 +4,19 @@
 //! on these numbers (see `docs/commands.md`). For `hcbench gate` the contract is the
 //! optimization loop's: 0 commit the candidate, 1 revert it, 2 or more fix the setup and do
 //! neither (docs/gate.md).
+//!
+//! `run`, `matrix` and `report` choose among 0, 1 and 4–6 (and 130) with one function over the
+//! report model, [`crate::report::exit_policy::judge`], which also fixes their precedence
+//! when several hold. The numbers 4–6 say the run cannot be trusted or missed a floor, in
+//! words a CI job can branch on without parsing a report.
 
 /// Everything ran and every case passed (or, for `validate`, every case is sound; for `gate`,
-/// every step passed; for `record`, the row was appended).
+/// every step passed; for `record`, the row was appended; for `matrix`, every check of the
+/// exit policy held).
 pub const SUCCESS: i32 = 0;
-/// hcbench ran correctly and the verdict is negative: a case failed, a case is unsound; for
-/// `gate`, a step failed (file guard, state protection, regression set or full benchmark);
-/// for `record`, the record was refused.
+/// hcbench ran correctly and the verdict is negative: a case failed (`run` without
+/// `--fail-under`), a case is unsound; for `gate`, a step failed (file guard, state protection,
+/// regression set or full benchmark); for `record`, the record was refused.
 pub const FAILED: i32 = 1;
 /// Bad input: command-line usage, a malformed benchmark, case, trace or run directory; for
 /// `gate` and `record` also a bad experiment_config.yaml, a corrupt state file, or another gate
@@ -18,5 +24,14 @@ pub const FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 /// hcbench itself could not run: an I/O failure or an internal bug (never "the gate failed").
 pub const INTERNAL: i32 = 3;
+/// A profile's coverage (cells with a verdict / planned cells) is below `--min-coverage`: the
+/// run measured too little to be read (python3 missing, a provider down, a budget cut, a
+/// killed run). Checked before anything else, since every other number rests on it.
+pub const COVERAGE_BELOW_THRESHOLD: i32 = 4;
+/// The control arm (the `oracle` profile, when it is in the run) did not pass every cell it
+/// ran: the benchmark or the machine is broken, so no other profile's numbers can be trusted.
+pub const CONTROL_ARM_FAILED: i32 = 5;
+/// A profile's pass rate is below `--fail-under`.
+pub const PASS_RATE_BELOW_FLOOR: i32 = 6;
 /// The run was interrupted (Ctrl-C); what finished is recorded and reported.
 pub const INTERRUPTED: i32 = 130;

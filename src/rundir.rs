@@ -60,6 +60,13 @@ pub struct Manifest {
     /// `--budget-usd`: no new cell starts once the run's model cost reaches it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_usd: Option<f64>,
+    /// `--min-coverage` and `--fail-under` as the run resolved them: part of the plan, so
+    /// `hcbench report` judges the run by the same thresholds (src/report/exit_policy.rs).
+    /// Absent in manifests written before the exit policy existed: the defaults apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_coverage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_under: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,6 +147,8 @@ impl Manifest {
             agent_spec: plan.agent_spec.to_string(),
             agent_dir: plan.agent_dir,
             budget_usd: None,
+            min_coverage: None,
+            fail_under: None,
         }
     }
 
@@ -380,6 +389,8 @@ mod tests {
             agent_spec: String::new(),
             agent_dir: None,
             budget_usd: None,
+            min_coverage: None,
+            fail_under: None,
         }
     }
 

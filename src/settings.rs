@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
-use crate::cli::{Cli, Format, ListArgs, MatrixArgs, ReportFormat, RunArgs, Selection, ValidateArgs};
+use crate::cli::{Cli, Format, ListArgs, MatrixArgs, ReportFormat, RunArgs, Selection, ThresholdArgs, ValidateArgs};
 use crate::environment::Environment;
 use crate::gate::config::Config;
 use crate::model::Profile;
 use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
+use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
 
 /// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +79,8 @@ pub struct RunSettings {
     pub format: Format,
     /// `--split train`: the run's results feed the gate's promotion step.
     pub records_train_results: bool,
+    /// `--min-coverage` and `--fail-under`, recorded in the manifest.
+    pub thresholds: Thresholds,
 }
 
 pub struct MatrixSettings {
@@ -97,6 +100,7 @@ pub enum MatrixStart {
         run_id: String,
         run_dir: PathBuf,
         budget_usd: Option<f64>,
+        thresholds: Thresholds,
     },
     /// The run directory to finish and the profiles registry to re-resolve its profiles with.
     Resume { run_dir: PathBuf, profiles: Profiles },
@@ -222,6 +226,7 @@ impl Settings {
             run_id,
             format: args.format,
             records_train_results: args.selection.split.as_deref() == Some("train"),
+            thresholds: thresholds(&args.thresholds)?,
         })
     }
 
@@ -229,7 +234,15 @@ impl Settings {
         let jobs = jobs(args.jobs, None)?;
         let profiles = self.profiles(args.models.as_deref(), None)?;
         let start = match args.resume {
-            Some(run_dir) => MatrixStart::Resume { run_dir, profiles },
+            Some(run_dir) => {
+                if args.thresholds.min_coverage.is_some() || args.thresholds.fail_under.is_some() {
+                    return Err(SettingsError::Invalid(format!(
+                        "--min-coverage and --fail-under are part of a run's plan; `--resume {}` keeps the ones the run started with (judge it by others with a new run)",
+                        run_dir.display()
+                    )));
+                }
+                MatrixStart::Resume { run_dir, profiles }
+            }
             None => {
                 if let Some(b) = args.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
                     return Err(SettingsError::Invalid(format!(
@@ -245,6 +258,7 @@ impl Settings {
                     run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
                     run_id,
                     budget_usd: args.budget_usd,
+                    thresholds: thresholds(&args.thresholds)?,
                 }
             }
         };
@@ -266,6 +280,18 @@ impl Settings {
             format: args.format,
         })
     }
+}
+
+/// The exit policy's thresholds: each flag, else its default (`--min-coverage` 0.9, no
+/// `--fail-under`). Rates are fractions, so `90` (meant as a percentage) is refused rather
+/// than read as a threshold no run can meet.
+pub fn thresholds(args: &ThresholdArgs) -> Result<Thresholds, SettingsError> {
+    for (flag, value) in [("--min-coverage", args.min_coverage), ("--fail-under", args.fail_under)] {
+        if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
+            return Err(SettingsError::Invalid(format!("{flag} {v}: give a fraction from 0 to 1 (e.g. 0.9 for 90%)")));
+        }
+    }
+    Ok(Thresholds { min_coverage: args.min_coverage.unwrap_or(DEFAULT_MIN_COVERAGE), fail_under: args.fail_under })
 }
 
 /// Worker count: the flag, else the config's `jobs`, else the number of cores.
@@ -297,6 +323,17 @@ mod tests {
         assert_eq!(jobs(None, Some(5)).unwrap(), 5);
         assert!(jobs(None, None).unwrap() >= 1);
         assert!(jobs(Some(0), None).unwrap_err().to_string().contains("--jobs 0"));
+    }
+
+    #[test]
+    fn thresholds_default_to_ninety_percent_coverage_and_refuse_percentages() {
+        let t = thresholds(&ThresholdArgs::default()).unwrap();
+        assert_eq!((t.min_coverage, t.fail_under), (0.9, None));
+        let t = thresholds(&ThresholdArgs { min_coverage: Some(0.5), fail_under: Some(0.8) }).unwrap();
+        assert_eq!((t.min_coverage, t.fail_under), (0.5, Some(0.8)));
+        let e = thresholds(&ThresholdArgs { min_coverage: None, fail_under: Some(80.0) }).unwrap_err().to_string();
+        assert!(e.contains("--fail-under 80") && e.contains("fraction"), "{e}");
+        assert!(thresholds(&ThresholdArgs { min_coverage: Some(f64::NAN), fail_under: None }).is_err());
     }
 
     fn settings(root: &Path, vars: &[(&str, &str)]) -> Settings {

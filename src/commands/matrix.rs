@@ -1,7 +1,8 @@
 //! `hcbench matrix`: cases x profiles x epochs in parallel, then every report.
 //!
-//! Exit 0 when every planned cell ran and the reports were written, whatever the pass rates
-//! (comparing profiles is the point; failing cells are data). 130 when interrupted.
+//! The exit code is the report's verdict under the exit policy (src/report/exit_policy.rs):
+//! 0 when coverage, the control arm and any `--fail-under` floor hold, whatever the pass rates
+//! otherwise (comparing profiles is the point; failing cells are data); 130 when interrupted.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use crate::settings::{MatrixSettings, MatrixStart};
 pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let (run, bench, profiles, spec, kept) = match s.start {
-        MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd } => {
+        MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds } => {
             let plan = Plan {
                 command: "matrix",
                 run_id: &run_id,
@@ -35,6 +36,8 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
             };
             let mut manifest = Manifest::new(plan, &s.root, &selected.benchmark, &selected.case_ids);
             manifest.budget_usd = budget_usd;
+            manifest.min_coverage = Some(thresholds.min_coverage);
+            manifest.fail_under = thresholds.fail_under;
             (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new())
         }
         MatrixStart::Resume { run_dir, profiles: registry } => {
@@ -80,5 +83,6 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
     for p in written {
         eprintln!("wrote {}", p.display());
     }
-    Ok(if done.cancelled { exit::INTERRUPTED } else { exit::SUCCESS })
+    // A Ctrl-C between cells cancels none, so the live flag decides 130 too.
+    Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
 }

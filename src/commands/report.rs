@@ -1,10 +1,11 @@
-//! `hcbench report RUN_DIR`: re-render every report from the traces alone.
+//! `hcbench report RUN_DIR`: re-render every report from the traces alone, and exit with the
+//! code the run earned under the exit policy (the run's own thresholds, from its manifest), so
+//! a CI job can judge a run directory after the fact exactly as the run judged itself.
 
 use anyhow::Context as _;
 
 use super::CommandError;
 use crate::cli::{ReportArgs, ReportFormat};
-use crate::exit;
 use crate::report::{self, model::MatrixReport, terminal};
 
 pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
@@ -17,21 +18,37 @@ pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
     for n in &report.notes {
         eprintln!("note: {n}");
     }
-    Ok(exit::SUCCESS)
+    Ok(report.verdict.exit_code)
 }
 
-/// Prints the report to stdout in the chosen format.
+/// Prints the report to stdout in the chosen format. The table opens with the banner of an
+/// incomplete run and ends with the verdict; Markdown and JSON carry both themselves, and
+/// they are repeated on stderr so a CI log shows them whatever the format.
 pub(crate) fn print(report: &MatrixReport, format: ReportFormat) -> Result<(), CommandError> {
     match format {
         ReportFormat::Table => {
+            for line in terminal::banner_lines(report) {
+                println!("{line}");
+            }
             println!("{}", terminal::profile_table(&report.profile_stats));
             for line in terminal::comparison_lines(&report.comparisons) {
                 println!("{line}");
             }
             println!("{}", terminal::totals_line(&report.cells));
+            for line in terminal::verdict_lines(&report.verdict) {
+                println!("{line}");
+            }
         }
-        ReportFormat::Md => print!("{}", report::markdown::render(report)),
-        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(report).context("json")?),
+        ReportFormat::Md | ReportFormat::Json => {
+            if format == ReportFormat::Md {
+                print!("{}", report::markdown::render(report));
+            } else {
+                println!("{}", serde_json::to_string_pretty(report).context("json")?);
+            }
+            for line in terminal::banner_lines(report).into_iter().chain(terminal::verdict_lines(&report.verdict)) {
+                eprintln!("{line}");
+            }
+        }
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! `hcbench run`: one profile over the selected cases, a table of outcomes, exit 0 only when
-//! every case passed.
+//! `hcbench run`: one profile over the selected cases, a table of outcomes, and the exit code
+//! of the exit policy (src/report/exit_policy.rs): without `--fail-under`, 0 only when every
+//! case passed.
 
 use std::sync::Arc;
 
@@ -12,7 +13,6 @@ use crate::interrupt::Session;
 use crate::report::{self, progress, terminal};
 use crate::rundir::{Manifest, Plan, RunDir};
 use crate::settings::{RunSettings, Settings};
-use crate::trace::event::Outcome;
 use crate::{engine, exit};
 
 pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
@@ -26,7 +26,10 @@ pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
         agent_spec: &s.spec.digest,
         agent_dir: s.spec.dir.clone(),
     };
-    let run = RunDir::create(&s.run_dir, Manifest::new(plan, &settings.root, bench, case_ids))?;
+    let mut manifest = Manifest::new(plan, &settings.root, bench, case_ids);
+    manifest.min_coverage = Some(s.thresholds.min_coverage);
+    manifest.fail_under = s.thresholds.fail_under;
+    let run = RunDir::create(&s.run_dir, manifest)?;
     let cells = engine::plan(&s.run_id, run.path(), bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec);
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
@@ -43,17 +46,26 @@ pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
         }
     }
 
+    let (banner, verdict) = (terminal::banner_lines(&report), terminal::verdict_lines(&report.verdict));
     match s.format {
         Format::Table => {
+            for line in &banner {
+                println!("{line}");
+            }
             println!("{}", terminal::cell_table(&done.summaries));
             println!("{}", terminal::totals_line(&done.summaries));
+            for line in &verdict {
+                println!("{line}");
+            }
             println!("run directory: {}", run.path().display());
         }
-        Format::Json => println!("{}", serde_json::to_string_pretty(&done.summaries).context("json")?),
+        Format::Json => {
+            println!("{}", serde_json::to_string_pretty(&done.summaries).context("json")?);
+            for line in banner.iter().chain(&verdict) {
+                eprintln!("{line}");
+            }
+        }
     }
-    if done.cancelled {
-        return Ok(exit::INTERRUPTED);
-    }
-    let all_passed = done.summaries.iter().all(|s| s.outcome == Some(Outcome::Passed));
-    Ok(if all_passed { exit::SUCCESS } else { exit::FAILED })
+    // A Ctrl-C between cells cancels none, so the live flag decides 130 too.
+    Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
 }

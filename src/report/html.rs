@@ -114,6 +114,13 @@ struct Page {
     heatmap: Heatmap,
     failing: Vec<FailingRow>,
     notes: Vec<String>,
+    /// The incomplete-run banner, shown before anything else.
+    banner: Option<String>,
+    /// The exit policy's headline and its findings.
+    verdict: String,
+    findings: Vec<String>,
+    /// True when the verdict is not exit 0 (the verdict box is drawn as a warning).
+    verdict_bad: bool,
     timelines: Vec<TimelineView>,
 }
 
@@ -333,6 +340,10 @@ impl Page {
                 })
                 .collect(),
             notes: report.notes.clone(),
+            banner: report.banner.clone(),
+            verdict: report.verdict.headline(),
+            findings: report.verdict.findings.iter().map(|f| f.message.clone()).collect(),
+            verdict_bad: report.verdict.exit_code != crate::exit::SUCCESS,
             timelines: report
                 .cells
                 .iter()
@@ -668,6 +679,8 @@ mod tests {
             agent_spec: String::new(),
             agent_dir: None,
             budget_usd: None,
+            min_coverage: None,
+            fail_under: None,
         }
     }
 
@@ -715,7 +728,13 @@ mod tests {
                 omitted: 0,
             })
             .collect();
-        from_cells(&manifest(), cells, timelines, vec!["a note with <b>markup</b>".into()])
+        from_cells(
+            &manifest(),
+            std::path::Path::new("/runs/r"),
+            cells,
+            timelines,
+            vec!["a note with <b>markup</b>".into()],
+        )
     }
 
     #[test]

@@ -35,6 +35,16 @@ pub fn render(report: &MatrixReport) -> String {
         report.epochs,
         report.cells.len()
     );
+    // An incomplete run says so before any number, and the exit policy's verdict comes next,
+    // so a PR comment or CI job summary cannot be read as a result without them.
+    if let Some(banner) = &report.banner {
+        let _ = writeln!(o, "> **{}**\n", escape(banner));
+    }
+    let _ = writeln!(o, "**Verdict:** {}", report.verdict.headline());
+    for f in &report.verdict.findings {
+        let _ = writeln!(o, "- {}", escape(&f.message));
+    }
+    let _ = writeln!(o);
     let _ = writeln!(o, "## Summary\n");
     let _ = writeln!(
         o,

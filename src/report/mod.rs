@@ -3,6 +3,7 @@
 //! `hcbench report RUN_DIR` produce the same bytes.
 
 pub mod csv;
+pub mod exit_policy;
 pub mod html;
 pub mod json;
 pub mod junit;

@@ -10,6 +10,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::exit_policy::{self, Judgement, Thresholds};
 use crate::aggregate::{self, Comparison, GroupStats};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
 use crate::rundir::{Manifest, RunDirError};
@@ -32,6 +33,17 @@ pub struct MatrixReport {
     pub profiles: Vec<String>,
     pub epochs: u32,
     pub started_at: String,
+    /// Whether every planned cell ended with a verdict; see [`RunStatus`].
+    pub status: RunStatus,
+    /// For a run that is not complete: what is missing and how to finish it, one paragraph
+    /// that every report shows first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub banner: Option<String>,
+    /// For a run that is not complete: the command that finishes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<String>,
+    /// The exit code the run earns under the exit policy, and why (src/report/exit_policy.rs).
+    pub verdict: Judgement,
     /// Every planned cell, in plan order.
     pub cells: Vec<CellSummary>,
     pub profile_stats: Vec<GroupStats>,
@@ -44,6 +56,34 @@ pub struct MatrixReport {
     /// Per-cell timelines (same order as `cells`), for the HTML report.
     #[serde(skip)]
     pub timelines: Vec<Timeline>,
+}
+
+/// How much of the plan a run carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every planned cell has a trace that ends with `run_finished`.
+    Complete,
+    /// Some planned cells never started or their trace ends early (a killed process, a budget
+    /// cut), and none was cancelled.
+    Partial,
+    /// Ctrl-C cancelled at least one cell.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Complete when every cell has an outcome other than `cancelled`; a cancelled cell makes
+    /// the run interrupted, a cell without an outcome (a placeholder for a missing trace, or a
+    /// trace cut before `run_finished`) makes it partial.
+    pub fn of(cells: &[CellSummary]) -> RunStatus {
+        if cells.iter().any(|c| c.outcome == Some(Outcome::Cancelled)) {
+            RunStatus::Interrupted
+        } else if cells.iter().any(|c| c.outcome.is_none()) {
+            RunStatus::Partial
+        } else {
+            RunStatus::Complete
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -137,12 +177,13 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
             ));
         }
     }
-    Ok(from_cells(&manifest, cells, tls, notes))
+    Ok(from_cells(&manifest, run_dir, cells, tls, notes))
 }
 
 /// Assembles a report from summaries (used by `build` and by tests).
 pub fn from_cells(
     manifest: &Manifest,
+    run_dir: &Path,
     cells: Vec<CellSummary>,
     timelines: Vec<Timeline>,
     notes: Vec<String>,
@@ -151,6 +192,7 @@ pub fn from_cells(
     let category_stats = aggregate::by_category(&manifest.profiles, &cells);
     let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
     let mut notes = notes;
+    let mut budget_cut = None;
     if let Some(budget) = manifest.budget_usd {
         let spent: f64 = cells.iter().filter_map(CellSummary::cost_usd).sum();
         let not_run = cells.iter().filter(|c| c.stop_reason == "not_run").count();
@@ -158,8 +200,13 @@ pub fn from_cells(
             notes.push(format!(
                 "the budget of ${budget:.4} was reached (${spent:.4} spent): {not_run} cell(s) were not started and count as incomplete"
             ));
+            budget_cut = Some(budget);
         }
     }
+    let status = RunStatus::of(&cells);
+    let resume_command = (status != RunStatus::Complete).then(|| resume_command(run_dir));
+    let banner = resume_command.as_deref().map(|cmd| banner(status, &cells, budget_cut, cmd));
+    let verdict = exit_policy::judge(&manifest.command, status, &manifest.profiles, &cells, Thresholds::of(manifest));
     let failing = cells
         .iter()
         .filter(|c| c.outcome != Some(Outcome::Passed))
@@ -179,6 +226,10 @@ pub fn from_cells(
         profiles: manifest.profiles.clone(),
         epochs: manifest.epochs,
         started_at: manifest.started_at.clone(),
+        status,
+        banner,
+        resume_command,
+        verdict,
         cells,
         profile_stats,
         category_stats,
@@ -187,6 +238,45 @@ pub fn from_cells(
         notes,
         timelines,
     }
+}
+
+/// `hcbench matrix --resume DIR` for this run directory, absolute so the command works from
+/// anywhere under the project root and so a re-render writes the same bytes wherever it runs.
+fn resume_command(run_dir: &Path) -> String {
+    let dir = run_dir.canonicalize().unwrap_or_else(|_| run_dir.to_path_buf());
+    let dir = dir.to_string_lossy();
+    if dir.chars().any(|c| c.is_whitespace() || "'\"$`\\".contains(c)) {
+        format!("hcbench matrix --resume '{}'", dir.replace('\'', r"'\''"))
+    } else {
+        format!("hcbench matrix --resume {dir}")
+    }
+}
+
+/// The paragraph every report of an incomplete run opens with.
+fn banner(status: RunStatus, cells: &[CellSummary], budget_cut: Option<f64>, resume: &str) -> String {
+    let cancelled = cells.iter().filter(|c| c.outcome == Some(Outcome::Cancelled)).count();
+    let unfinished = cells.iter().filter(|c| c.outcome.is_none()).count();
+    let mut missing = Vec::new();
+    if cancelled > 0 {
+        missing.push(format!("{cancelled} cancelled"));
+    }
+    if unfinished > 0 {
+        missing.push(format!("{unfinished} never started or cut short"));
+    }
+    let what = if status == RunStatus::Interrupted { "Interrupted run" } else { "Partial run" };
+    let mut text = format!(
+        "{what}: {} of {} planned cell(s) have no verdict ({}). The numbers below cover only the cells that finished. Finish the run with `{resume}`",
+        cancelled + unfinished,
+        cells.len(),
+        missing.join(", ")
+    );
+    match budget_cut {
+        Some(budget) => text.push_str(&format!(
+            " (the budget of ${budget:.4} was reached and still applies on resume; a new run with a larger --budget-usd measures the rest)."
+        )),
+        None => text.push('.'),
+    }
+    text
 }
 
 /// The summary of one planned cell; a missing or unreadable trace becomes its own row.

@@ -2,6 +2,8 @@
 
 use comfy_table::{Table, presets};
 
+use super::exit_policy::Judgement;
+use super::model::MatrixReport;
 use super::{pct, pct_range, secs};
 use crate::aggregate::{Comparison, GroupStats};
 use crate::replay::CellSummary;
@@ -98,4 +100,16 @@ pub fn comparison_lines(cmps: &[Comparison]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The incomplete-run banner, for the top of a terminal summary (nothing for a complete run).
+pub fn banner_lines(report: &MatrixReport) -> Vec<String> {
+    report.banner.iter().map(|b| format!("!! {b}")).collect()
+}
+
+/// `verdict: exit N ...` and one indented line per check that did not hold.
+pub fn verdict_lines(verdict: &Judgement) -> Vec<String> {
+    let mut lines = vec![format!("verdict: {}", verdict.headline())];
+    lines.extend(verdict.findings.iter().map(|f| format!("  - {}", f.message)));
+    lines
 }

@@ -4,6 +4,7 @@
 //! code, stdout, files on disk).
 
 mod bench;
+mod exit_policy;
 mod gate;
 mod html;
 mod matrix;

@@ -77,8 +77,9 @@ fn a_corrupt_trace_marks_its_cell_as_harness_error_and_the_report_still_renders(
     let run_dir = s.path().join("m");
     Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     std::fs::write(run_dir.join("cells/good__oracle/trace.jsonl"), "{\"garbage\": true}\n{}\n").unwrap();
+    // Half the oracle's cells lost their verdict: below the default 90% coverage, exit 4.
     let out =
-        Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(0).stderr_has("good__oracle");
+        Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(4).stderr_has("good__oracle");
     let r = out.json();
     let cells = r["cells"].as_array().unwrap();
     let good = cells.iter().find(|c| c["cell_id"] == "good__oracle").unwrap();
@@ -109,6 +110,16 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
     std::fs::remove_dir_all(run_dir.join("cells/other__nop")).unwrap();
     let kept_trace = std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap();
 
+    // Before the resume, the run is partial: the report says so and how to finish it, and half
+    // of each profile's cells without a verdict is exit 4 (coverage), not a result.
+    let partial = Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(4).json();
+    assert_eq!(partial["status"], "partial");
+    let resume = format!("hcbench matrix --resume {}", run_dir.canonicalize().unwrap().display());
+    assert_eq!(partial["resume_command"], resume.as_str());
+    let banner = partial["banner"].as_str().unwrap();
+    assert!(banner.starts_with("Partial run: 2 of 4 planned cell(s) have no verdict"), "{banner}");
+    assert!(banner.contains(&resume), "{banner}");
+
     let out = Test::new()
         .root(s.path())
         .args(&["matrix", "--format", "json", "--resume"])
@@ -117,6 +128,8 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
         .code(0)
         .stderr_has("2 finished cell(s) kept");
     let r = out.json();
+    assert_eq!(r["status"], "complete", "the resumed run is whole again");
+    assert!(r.get("banner").is_none() && r.get("resume_command").is_none(), "no banner for a complete run");
     let outcomes: Vec<(&str, &str)> = r["cells"]
         .as_array()
         .unwrap()
@@ -170,6 +183,29 @@ fn ctrl_c_records_running_cells_as_cancelled_and_writes_reports() {
     assert_eq!(r["cells"][0]["outcome"], "cancelled");
     let last = std::fs::read_to_string(&trace).unwrap().lines().last().unwrap().to_string();
     assert!(last.contains("\"kind\":\"run_finished\"") && last.contains("cancelled"), "{last}");
+
+    // Every report says first that the run was interrupted, and how to finish it.
+    let resume = format!("hcbench matrix --resume {}", run_dir.canonicalize().unwrap().display());
+    assert_eq!(r["status"], "interrupted");
+    assert_eq!(r["resume_command"], resume.as_str());
+    assert_eq!(r["verdict"]["exit_code"], 130);
+    let banner = r["banner"].as_str().unwrap();
+    assert!(banner.starts_with("Interrupted run: 1 of 1 planned cell(s) have no verdict (1 cancelled)"), "{banner}");
+    let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
+    let top: Vec<&str> = md.lines().take(6).collect();
+    assert!(
+        top.iter().any(|l| l.starts_with("> **Interrupted run") && l.contains(&resume)),
+        "the banner and the resume command open report.md:\n{md}"
+    );
+    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    // (tera escapes the slashes of the path, so only the command's words are compared here.)
+    assert!(
+        html.contains("class=\"banner\" role=\"alert\">Interrupted run:") && html.contains("hcbench matrix --resume ")
+    );
+    // Re-rendering judges the run as the run judged itself, and the table opens with the banner.
+    let table = Test::new().args(&["report"]).arg_path(&run_dir).run().code(130);
+    assert!(table.stdout.starts_with("!! Interrupted run:"), "{}", table.stdout);
+    assert!(table.stdout.contains("verdict: exit 130 (interrupted)"), "{}", table.stdout);
 }
 
 #[test]

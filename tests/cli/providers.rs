@@ -411,7 +411,8 @@ fn exhausted_retries_end_the_cell_as_provider_error_not_as_a_failure() {
         &profile("mock", "openai-chat", &server, "max_retries = 3").replace("timeout_s = 5", "timeout_s = 0.5"),
     );
     let (out, run_dir) = run(&s, &models, "mock");
-    let out = out.code(1);
+    // The only cell has no verdict: coverage 0% is exit 4, never "the agent failed" (1).
+    let out = out.code(4).stderr_has("coverage 0.0%");
     let cell = &by_cell(&out.json())["good__mock"];
     assert_eq!(cell["outcome"], "provider_error");
     assert_eq!(cell["tests_passed"], Value::Null, "a provider failure is not judged as the agent's work");
@@ -438,7 +439,8 @@ fn client_errors_are_not_retried_and_an_echoed_key_is_redacted() {
     );
     let (s, models) = project(&profile("mock", "openai-chat", &server, ""));
     let (out, run_dir) = run(&s, &models, "mock");
-    let out = out.code(1);
+    // The only cell has no verdict: coverage 0% is exit 4, never "the agent failed" (1).
+    let out = out.code(4).stderr_has("coverage 0.0%");
     let cell = &by_cell(&out.json())["good__mock"];
     assert_eq!(cell["outcome"], "provider_error");
     assert_eq!(cell["model_retries"], 0);
@@ -556,7 +558,7 @@ fn the_response_cache_replays_a_recorded_run_offline() {
         .args(&["--out"])
         .arg_path(&s.path().join("run-miss"))
         .run()
-        .code(1);
+        .code(4);
     let cell = &by_cell(&third.json())["good__cached"];
     assert_eq!(cell["outcome"], "provider_error");
     assert!(cell["reason"].as_str().unwrap().contains("cache miss in replay-only mode"), "{}", cell["reason"]);
@@ -697,7 +699,7 @@ fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
         .args(&["--out"])
         .arg_path(&run_dir)
         .run()
-        .code(0)
+        .code(4)
         .stderr_has("budget reached");
     let r = out.json();
     let outcomes: Vec<&str> =
@@ -707,4 +709,13 @@ fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
     assert_eq!(r["profile_stats"][0]["cost_usd"], 0.5);
     let notes = r["notes"].to_string();
     assert!(notes.contains("budget of $0.4000 was reached") && notes.contains("2 cell(s) were not started"), "{notes}");
+    // A budget cut leaves the run partial: every report says so first, with the way on, and
+    // one cell of three is too little coverage for a CI job to read it as a result.
+    assert_eq!(r["status"], "partial");
+    assert_eq!(r["verdict"]["exit_code"], 4);
+    let banner = r["banner"].as_str().unwrap();
+    assert!(banner.starts_with("Partial run: 2 of 3 planned cell(s) have no verdict"), "{banner}");
+    assert!(banner.contains("budget of $0.4000 was reached and still applies on resume"), "{banner}");
+    let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
+    assert!(md.lines().nth(4).is_some_and(|l| l.starts_with("> **Partial run")), "the banner opens report.md:\n{md}");
 }

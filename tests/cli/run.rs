@@ -202,7 +202,8 @@ fn a_hanging_test_command_is_a_timeout_and_the_run_goes_on() {
         .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
         .arg_path(&s.path().join("run"))
         .run()
-        .code(1);
+        .code(4)
+        .stderr_has("coverage 50.0%");
     assert!(started.elapsed().as_secs() < 60, "the hang must be cut by the timeout");
     let cells = by_cell(&out.json());
     assert_eq!(cells["hang__oracle"]["outcome"], "timeout");
