@@ -6,7 +6,7 @@
 //! manifest, [`engine`] runs cells (case x profile x epoch) in parallel under one
 //! `interrupt::Session`, each through the embedded [`agent`] loop, which appends every step
 //! to a [`trace`]. [`replay`] rebuilds summaries from traces alone and [`report`] renders
-//! them; [`gate`] and [`validate`] drive the engine for their own verdicts. Nothing below
+//! them, with every interval and verdict from [`stats`]; [`gate`] and [`validate`] drive the engine for their own verdicts. Nothing below
 //! `commands` prints: the engine reports to [`events::EngineSink`]s, the gate to a
 //! `gate::GateSink`. [`action`] holds the vocabulary that bench, model and agent
 //! share (the tools, their arguments, the actions a model sends), so none of the three imports
@@ -31,6 +31,7 @@ pub mod replay;
 pub mod report;
 pub mod rundir;
 pub mod settings;
+pub mod stats;
 pub mod trace;
 pub mod util;
 pub mod validate;
