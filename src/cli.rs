@@ -27,6 +27,8 @@ pub enum Command {
     Run(RunArgs),
     /// Run cases x profiles x epochs in parallel and write comparison reports.
     Matrix(MatrixArgs),
+    /// Before a matrix: its cell count, cost and time where known, and the smallest difference it could detect.
+    Plan(PlanArgs),
     /// Re-render every report of a run directory from its traces alone.
     Report(ReportArgs),
     /// Rebuild summaries from a trace.jsonl or a run directory, without running anything.
@@ -127,6 +129,35 @@ pub struct MatrixArgs {
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Comma-separated profiles, as for `matrix`.
+    #[arg(long, value_delimiter = ',', default_value = "oracle")]
+    pub profiles: Vec<String>,
+    /// Epochs per cell, as for `matrix`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub epochs: u32,
+    /// Cells running at once (default: number of cores); used for the wall-time estimate.
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long, value_name = "PATH")]
+    pub models: Option<PathBuf>,
+    /// A difference in pass rate to be able to detect (0.1 = ten points): how many cases or epochs it needs.
+    #[arg(long, value_name = "RATE")]
+    pub target_diff: Option<f64>,
+    /// The pass rate you expect (default: from --from, else 0.5, the worst case).
+    #[arg(long, value_name = "RATE")]
+    pub baseline_rate: Option<f64>,
+    /// A finished run whose cost and time per cell, and whose variance, inform the estimates.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub from: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
-use crate::cli::{Cli, Format, ListArgs, MatrixArgs, ReportFormat, RunArgs, Selection, ThresholdArgs, ValidateArgs};
+use crate::cli::{
+    Cli, Format, ListArgs, MatrixArgs, PlanArgs, ReportFormat, RunArgs, Selection, ThresholdArgs, ValidateArgs,
+};
 use crate::environment::Environment;
 use crate::gate::config::Config;
 use crate::model::Profile;
@@ -104,6 +106,18 @@ pub enum MatrixStart {
     },
     /// The run directory to finish and the profiles registry to re-resolve its profiles with.
     Resume { run_dir: PathBuf, profiles: Profiles },
+}
+
+pub struct PlanSettings {
+    pub selected: Selected,
+    pub profiles: Vec<Profile>,
+    pub epochs: u32,
+    pub jobs: usize,
+    pub target_diff: Option<f64>,
+    pub baseline_rate: Option<f64>,
+    /// A finished run to take measured costs, times and variance from.
+    pub from: Option<PathBuf>,
+    pub format: Format,
 }
 
 pub struct ListSettings {
@@ -263,6 +277,29 @@ impl Settings {
             }
         };
         Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.format, start })
+    }
+
+    pub fn plan(&self, args: PlanArgs) -> Result<PlanSettings, SettingsError> {
+        let rate = |flag: &str, v: Option<f64>, open_zero: bool| match v {
+            Some(r) if !(r.is_finite() && r <= 1.0 && (r > 0.0 || (!open_zero && r == 0.0))) => {
+                Err(SettingsError::Invalid(format!(
+                    "{flag} {r}: give a fraction {} (0.1 = ten points)",
+                    if open_zero { "above 0 and at most 1" } else { "from 0 to 1" }
+                )))
+            }
+            v => Ok(v),
+        };
+        let profiles = self.profiles(args.models.as_deref(), None)?;
+        Ok(PlanSettings {
+            selected: self.select(&args.selection)?,
+            profiles: profiles.resolve_list(&args.profiles)?,
+            epochs: args.epochs,
+            jobs: jobs(args.jobs, None)?,
+            target_diff: rate("--target-diff", args.target_diff, true)?,
+            baseline_rate: rate("--baseline-rate", args.baseline_rate, false)?,
+            from: args.from,
+            format: args.format,
+        })
     }
 
     pub fn list(&self, args: ListArgs) -> Result<ListSettings, SettingsError> {

@@ -6,6 +6,7 @@
 mod gate;
 mod list;
 mod matrix;
+mod plan;
 mod record;
 mod replay;
 mod report;
@@ -71,6 +72,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
     match cli.command {
         Command::Run(args) => run::run(&settings, settings.run(args)?),
         Command::Matrix(args) => matrix::matrix(settings.matrix(args)?),
+        Command::Plan(args) => plan::plan(settings.plan(args)?),
         Command::Report(args) => report::report(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) => list::list(settings.list(args)?),

@@ -9,6 +9,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod model;
+pub mod plan;
 pub mod progress;
 pub mod terminal;
 

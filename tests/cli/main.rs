@@ -8,6 +8,7 @@ mod exit_policy;
 mod gate;
 mod html;
 mod matrix;
+mod plan;
 mod providers;
 mod report_snapshots;
 mod run;
