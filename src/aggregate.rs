@@ -31,8 +31,8 @@ use crate::trace::event::Outcome;
 
 /// Confidence of every interval in a report.
 pub const CONFIDENCE: f64 = 0.95;
-/// Error rate at which a comparison calls a difference (two-sided, after Holm).
-pub const ALPHA: f64 = 1.0 - CONFIDENCE;
+/// Error rate at which a comparison calls a difference (two-sided, after Holm): 1 - CONFIDENCE.
+pub const ALPHA: f64 = 0.05;
 /// Power at which the minimum detectable effect is stated.
 pub const POWER: f64 = 0.8;
 
@@ -162,9 +162,18 @@ impl Power {
     /// One sentence for every report, e.g. "minimum detectable effect 31.3 points of pass rate,
     /// at 80% power and alpha 0.05 over 40 case(s) x 1 epoch(s) (variance observed)".
     pub fn sentence(&self) -> String {
+        let why = if self.mde.is_none() {
+            format!(
+                ": with fewer than {} cases no difference can reach p < {}",
+                stats::min_cases(self.alpha),
+                self.alpha
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "minimum detectable effect {}, at {:.0}% power and alpha {} over {} case(s) x {} epoch(s) ({})",
-            mde_words(self.mde, self.alpha),
+            "minimum detectable effect {}, at {:.0}% power and alpha {} over {} case(s) x {} epoch(s) ({}){why}",
+            mde_words(self.mde),
             self.power * 100.0,
             self.alpha,
             self.cases,
@@ -174,12 +183,12 @@ impl Power {
     }
 }
 
-/// "31.3 points of pass rate", or why nothing could be detected.
-pub fn mde_words(mde: Option<f64>, alpha: f64) -> String {
+/// "31.3 points of pass rate", or "none" when nothing could be detected.
+pub fn mde_words(mde: Option<f64>) -> String {
     match mde {
         Some(d) if d < 1.0 => format!("{:.1} points of pass rate", d * 100.0),
         Some(_) => "none in practice (over 100 points)".into(),
-        None => format!("none (fewer than {} cases can never reach alpha {alpha})", stats::min_cases(alpha)),
+        None => "none".into(),
     }
 }
 
@@ -744,7 +753,7 @@ mod tests {
         assert_eq!((p.cases, p.epochs, p.mde, p.alpha, p.power), (5, 1, None, ALPHA, POWER));
         // No spread anywhere: the variance is assumed (never promising a zero MDE).
         assert_eq!(p.variance, VarianceSource::Assumed);
-        assert!(p.sentence().starts_with("minimum detectable effect none (fewer than 6 cases"), "{}", p.sentence());
+        assert!(p.sentence().ends_with("with fewer than 6 cases no difference can reach p < 0.05"), "{}", p.sentence());
 
         // 40 cases at a 50% pass rate, one epoch: the observed variance of 0/1 cells is about
         // 0.25, so the MDE is near 2.802 * sqrt(0.5 / 40) = 0.31.

@@ -336,7 +336,7 @@ impl Page {
             totals_bar: totals_bar(&outcomes, report.cells.len()),
             outcomes,
             summary: report.profile_stats.iter().map(summary_row).collect(),
-            comparisons: report.comparisons.iter().map(|c| comparison_row(c, report.power.alpha)).collect(),
+            comparisons: report.comparisons.iter().map(comparison_row).collect(),
             comparisons_note: comparisons_sentence(report),
             power: report.power.sentence(),
             categories: category_rows(&report.category_stats, |s| s.category.as_deref()),
@@ -469,7 +469,7 @@ fn summary_row(s: &GroupStats) -> SummaryRow {
     }
 }
 
-fn comparison_row(c: &Comparison, alpha: f64) -> ComparisonRow {
+fn comparison_row(c: &Comparison) -> ComparisonRow {
     let at = |v: f64| num((v.clamp(-1.0, 1.0) + 1.0) / 2.0 * DIFF_WIDTH);
     let verdict_class = match c.verdict {
         _ if c.cases == 0 => "none",
@@ -488,7 +488,7 @@ fn comparison_row(c: &Comparison, alpha: f64) -> ComparisonRow {
         p_adjusted: p_text(c.p_adjusted),
         verdict: c.verdict_text.clone(),
         verdict_class,
-        mde: mde_words(c.mde, alpha),
+        mde: mde_words(c.mde),
         zero: at(0.0),
         lo: at(c.ci.lo),
         hi: at(c.ci.hi),

@@ -113,7 +113,7 @@ pub fn render(report: &MatrixReport) -> String {
                 p_text(c.p_value),
                 p_text(c.p_adjusted),
                 escape(&c.verdict_text),
-                mde_words(c.mde, report.power.alpha)
+                mde_words(c.mde)
             );
         }
         let _ = writeln!(o);

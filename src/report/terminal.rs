@@ -114,7 +114,7 @@ pub fn comparison_lines(report: &MatrixReport) -> Vec<String> {
                 c.mean_diff,
                 diff_range(&c.ci),
                 c.verdict_text,
-                mde_words(c.mde, report.power.alpha)
+                mde_words(c.mde)
             )
         })
         .collect();
