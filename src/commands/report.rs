@@ -31,7 +31,7 @@ pub(crate) fn print(report: &MatrixReport, format: ReportFormat) -> Result<(), C
                 println!("{line}");
             }
             println!("{}", terminal::profile_table(&report.profile_stats));
-            for line in terminal::comparison_lines(&report.comparisons) {
+            for line in terminal::comparison_lines(report) {
                 println!("{line}");
             }
             println!("{}", terminal::totals_line(&report.cells));

@@ -20,9 +20,10 @@ use serde::Serialize;
 use tera::{Context, Tera};
 
 use super::model::{MatrixReport, Timeline, TimelineEntry};
-use super::{ExportError, Exporter, pct, pct_range, secs};
-use crate::aggregate::{Comparison, GroupStats};
+use super::{ExportError, Exporter, comparisons_sentence, diff_range, pct, pct_range, secs};
+use crate::aggregate::{Comparison, GroupStats, mde_words, p_text};
 use crate::replay::CellSummary;
+use crate::stats::{Interval, Verdict};
 
 /// The `report.html` exporter.
 pub struct Html;
@@ -110,7 +111,13 @@ struct Page {
     totals_bar: Vec<Segment>,
     summary: Vec<SummaryRow>,
     comparisons: Vec<ComparisonRow>,
-    categories: Vec<CategoryRow>,
+    /// "3 comparisons; each verdict uses its Holm-adjusted p-value..." with several.
+    comparisons_note: Option<String>,
+    /// The power statement (minimum detectable effect).
+    power: String,
+    categories: Vec<BreakdownRow>,
+    /// Per-split rows, same shape as the category rows.
+    splits: Vec<BreakdownRow>,
     heatmap: Heatmap,
     failing: Vec<FailingRow>,
     notes: Vec<String>,
@@ -180,21 +187,28 @@ struct ComparisonRow {
     a: String,
     b: String,
     cases: usize,
+    dropped: usize,
+    record: String,
     mean: String,
     ci: String,
+    p: String,
+    p_adjusted: String,
     verdict: String,
-    /// `better` when the interval excludes zero, `noise` otherwise, `none` without cases.
+    /// `better` when a difference was called, `noise` otherwise, `none` without cases.
     verdict_class: &'static str,
+    mde: String,
     zero: String,
     lo: String,
     hi: String,
     dot: String,
 }
 
+/// A row of the per-category or per-split table.
 #[derive(Serialize)]
-struct CategoryRow {
+struct BreakdownRow {
     profile: String,
-    category: String,
+    /// The category or the split.
+    group: String,
     /// The first row of each profile carries the profile name; the others leave it blank.
     first: bool,
     cells: usize,
@@ -323,7 +337,10 @@ impl Page {
             outcomes,
             summary: report.profile_stats.iter().map(summary_row).collect(),
             comparisons: report.comparisons.iter().map(comparison_row).collect(),
-            categories: category_rows(&report.category_stats),
+            comparisons_note: comparisons_sentence(report),
+            power: report.power.sentence(),
+            categories: category_rows(&report.category_stats, |s| s.category.as_deref()),
+            splits: category_rows(&report.split_stats, |s| s.split.as_deref()),
             heatmap: heatmap(report, &dom_ids),
             failing: report
                 .failing
@@ -391,9 +408,9 @@ fn num(x: f64) -> String {
     format!("{x:.1}")
 }
 
-fn bar(rate: f64, ci: (f64, f64)) -> Bar {
+fn bar(rate: f64, ci: &Interval) -> Bar {
     let at = |v: f64| num(v.clamp(0.0, 1.0) * BAR_WIDTH);
-    Bar { fill: at(rate), lo: at(ci.0), hi: at(ci.1) }
+    Bar { fill: at(rate), lo: at(ci.lo), hi: at(ci.hi) }
 }
 
 /// Infrastructure classes (neither passed nor failed) as `2 timeout`, `1 provider error`, in
@@ -428,8 +445,8 @@ fn summary_row(s: &GroupStats) -> SummaryRow {
     SummaryRow {
         profile: s.profile.clone(),
         pass_rate: pct(s.pass_rate),
-        ci: pct_range(s.pass_rate_ci),
-        bar: bar(s.pass_rate, s.pass_rate_ci),
+        ci: pct_range(&s.pass_rate_ci),
+        bar: bar(s.pass_rate, &s.pass_rate_ci),
         coverage: pct(s.coverage),
         passed: s.passed,
         failed: s.failed,
@@ -454,29 +471,33 @@ fn summary_row(s: &GroupStats) -> SummaryRow {
 
 fn comparison_row(c: &Comparison) -> ComparisonRow {
     let at = |v: f64| num((v.clamp(-1.0, 1.0) + 1.0) / 2.0 * DIFF_WIDTH);
-    let verdict_class = if c.cases == 0 {
-        "none"
-    } else if c.ci.0 > 0.0 || c.ci.1 < 0.0 {
-        "better"
-    } else {
-        "noise"
+    let verdict_class = match c.verdict {
+        _ if c.cases == 0 => "none",
+        Verdict::ABetter | Verdict::BBetter => "better",
+        Verdict::WithinNoise => "noise",
     };
     ComparisonRow {
         a: c.a.clone(),
         b: c.b.clone(),
         cases: c.cases,
+        dropped: c.dropped_cases,
+        record: format!("{}/{}/{}", c.wins, c.losses, c.ties),
         mean: format!("{:+.3}", c.mean_diff),
-        ci: format!("{:+.3} … {:+.3}", c.ci.0, c.ci.1),
-        verdict: c.verdict.clone(),
+        ci: diff_range(&c.ci),
+        p: p_text(c.p_value),
+        p_adjusted: p_text(c.p_adjusted),
+        verdict: c.verdict_text.clone(),
         verdict_class,
+        mde: mde_words(c.mde),
         zero: at(0.0),
-        lo: at(c.ci.0),
-        hi: at(c.ci.1),
+        lo: at(c.ci.lo),
+        hi: at(c.ci.hi),
         dot: at(c.mean_diff),
     }
 }
 
-fn category_rows(stats: &[GroupStats]) -> Vec<CategoryRow> {
+/// Rows of a per-category or per-split table; `key_of` picks the category or the split.
+fn category_rows(stats: &[GroupStats], key_of: fn(&GroupStats) -> Option<&str>) -> Vec<BreakdownRow> {
     let mut previous: Option<&str> = None;
     stats
         .iter()
@@ -484,14 +505,14 @@ fn category_rows(stats: &[GroupStats]) -> Vec<CategoryRow> {
             let first = previous != Some(s.profile.as_str());
             previous = Some(s.profile.as_str());
             let (infra, infra_count) = infra(s);
-            CategoryRow {
+            BreakdownRow {
                 profile: s.profile.clone(),
-                category: s.category.clone().unwrap_or_default(),
+                group: key_of(s).unwrap_or_default().to_string(),
                 first,
                 cells: s.cells,
                 pass_rate: pct(s.pass_rate),
-                ci: pct_range(s.pass_rate_ci),
-                bar: bar(s.pass_rate, s.pass_rate_ci),
+                ci: pct_range(&s.pass_rate_ci),
+                bar: bar(s.pass_rate, &s.pass_rate_ci),
                 coverage: pct(s.coverage),
                 infra,
                 infra_count,

@@ -21,6 +21,13 @@ impl Exporter for Junit {
         let mut junit = Report::new(format!("hcbench {}", report.benchmark));
         for profile in &report.profiles {
             let mut suite = TestSuite::new(profile.as_str());
+            // The profile's numbers ride along as suite properties, for dashboards that show them.
+            if let Some(s) = report.profile_stats.iter().find(|s| &s.profile == profile) {
+                suite.add_property(("pass_rate", format!("{:.4}", s.pass_rate).as_str()));
+                suite.add_property(("pass_rate_ci", super::pct_range(&s.pass_rate_ci).as_str()));
+                suite.add_property(("coverage", format!("{:.4}", s.coverage).as_str()));
+            }
+            suite.add_property(("power", report.power.sentence().as_str()));
             for c in report.cells.iter().filter(|c| &c.profile == profile) {
                 let status = match c.outcome {
                     Some(Outcome::Passed) => TestCaseStatus::success(),

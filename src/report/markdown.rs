@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::model::MatrixReport;
-use super::{ExportError, Exporter, pct, pct_range, secs};
-use crate::aggregate::GroupStats;
+use super::{ExportError, Exporter, comparisons_sentence, diff_range, pct, pct_range, secs};
+use crate::aggregate::{GroupStats, mde_words, p_text};
 
 pub struct Markdown;
 
@@ -57,7 +57,7 @@ pub fn render(report: &MatrixReport) -> String {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {}/{} | {} |",
             escape(&s.profile),
             pct(s.pass_rate),
-            pct_range(s.pass_rate_ci),
+            pct_range(&s.pass_rate_ci),
             pct(s.coverage),
             s.passed,
             s.failed,
@@ -78,43 +78,51 @@ pub fn render(report: &MatrixReport) -> String {
     }
     let _ = writeln!(
         o,
-        "\nPass rate counts every planned cell; infrastructure errors (timeouts, provider errors, harness errors) count as not passed and lower coverage instead of disappearing. pass@k and pass^k use k = epochs.\n"
+        "\nPass rate counts every planned cell; infrastructure errors (timeouts, provider errors, harness errors) count as not passed and lower coverage instead of disappearing. The 95% interval is over the same cells, clustered by case: Wilson with one epoch, the case-clustered standard error with several (docs/statistics.md). pass@k and pass^k use k = epochs.\n"
     );
+    let _ = writeln!(o, "**Power:** {}.\n", report.power.sentence());
 
     if !report.comparisons.is_empty() {
-        let _ = writeln!(o, "## Comparisons (paired bootstrap over shared cases)\n");
-        let _ = writeln!(o, "| A | B | cases | mean(A − B) | 95% CI | verdict |");
-        let _ = writeln!(o, "|---|---|---:|---:|---|---|");
+        let _ = writeln!(o, "## Comparisons (paired, on the cases both profiles measured)\n");
+        let _ = writeln!(
+            o,
+            "Infrastructure errors, cancelled and incomplete cells are missing data, not losses: a case either side did not measure is dropped. A difference is called only when p < 0.05."
+        );
+        if let Some(sentence) = comparisons_sentence(report) {
+            let _ = writeln!(o, "{sentence}.");
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "| A | B | cases | dropped | won/lost/tied | mean(A − B) | 95% CI | p | p (Holm) | verdict | MDE |"
+        );
+        let _ = writeln!(o, "|---|---|---:|---:|---|---:|---|---:|---:|---|---|");
         for c in &report.comparisons {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {:+.3} | {:+.3} … {:+.3} | {} |",
+                "| {} | {} | {} | {} | {}/{}/{} | {:+.3} | {} | {} | {} | {} | {} |",
                 escape(&c.a),
                 escape(&c.b),
                 c.cases,
+                c.dropped_cases,
+                c.wins,
+                c.losses,
+                c.ties,
                 c.mean_diff,
-                c.ci.0,
-                c.ci.1,
-                escape(&c.verdict)
+                diff_range(&c.ci),
+                p_text(c.p_value),
+                p_text(c.p_adjusted),
+                escape(&c.verdict_text),
+                mde_words(c.mde)
             );
         }
         let _ = writeln!(o);
     }
 
-    let _ = writeln!(o, "## By category\n");
-    let _ = writeln!(o, "| profile | category | cells | pass rate | coverage | infra errors |");
-    let _ = writeln!(o, "|---|---|---:|---:|---:|---|");
-    for s in &report.category_stats {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            escape(&s.profile),
-            s.category.as_deref().unwrap_or(""),
-            s.cells,
-            pct(s.pass_rate),
-            pct(s.coverage),
-            infra(s)
-        );
+    breakdown(&mut o, "By category", "category", &report.category_stats, |s| s.category.as_deref());
+    if !report.split_stats.is_empty() {
+        let _ = writeln!(o);
+        breakdown(&mut o, "By split", "split", &report.split_stats, |s| s.split.as_deref());
     }
 
     let _ = writeln!(o, "\n## Cells that did not pass ({})\n", report.failing.len());
@@ -140,6 +148,26 @@ pub fn render(report: &MatrixReport) -> String {
         }
     }
     o
+}
+
+/// A per-category or per-split table: the same columns and intervals as the summary.
+fn breakdown(o: &mut String, title: &str, key: &str, stats: &[GroupStats], key_of: fn(&GroupStats) -> Option<&str>) {
+    let _ = writeln!(o, "## {title}\n");
+    let _ = writeln!(o, "| profile | {key} | cells | pass rate | 95% CI | coverage | infra errors |");
+    let _ = writeln!(o, "|---|---|---:|---:|---|---:|---|");
+    for s in stats {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            escape(&s.profile),
+            escape(key_of(s).unwrap_or("")),
+            s.cells,
+            pct(s.pass_rate),
+            pct_range(&s.pass_rate_ci),
+            pct(s.coverage),
+            infra(s)
+        );
+    }
 }
 
 impl Exporter for Markdown {

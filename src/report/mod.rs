@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use model::MatrixReport;
 
+use crate::stats::Interval;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error("cannot render {format}: {message}")]
@@ -63,9 +65,23 @@ pub(crate) fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// `(0.61, 0.93)` -> `61.0–93.0%`.
-pub(crate) fn pct_range(r: (f64, f64)) -> String {
-    format!("{:.1}–{:.1}%", r.0 * 100.0, r.1 * 100.0)
+/// A pass-rate interval with its method: `0.0–43.4% (Wilson)`.
+pub(crate) fn pct_range(r: &Interval) -> String {
+    format!("{:.1}–{:.1}% ({})", r.lo * 100.0, r.hi * 100.0, r.method)
+}
+
+/// An interval of a difference with its method: `-0.043 … +1.000 (exact sign test)`.
+pub(crate) fn diff_range(r: &Interval) -> String {
+    format!("{:+.3} … {:+.3} ({})", r.lo, r.hi, r.method)
+}
+
+/// "3 comparisons; verdicts use Holm-adjusted p-values" when a report made several, so a reader
+/// knows a called difference survived the correction; nothing for one or none.
+pub(crate) fn comparisons_sentence(report: &MatrixReport) -> Option<String> {
+    let m = report.comparisons.len();
+    (m > 1).then(|| {
+        format!("{m} comparisons; each verdict uses its Holm-adjusted p-value, so the chance of any false call in this report stays at 5%")
+    })
 }
 
 pub(crate) fn secs(ms: u64) -> String {

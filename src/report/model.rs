@@ -11,13 +11,15 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::exit_policy::{self, Judgement, Thresholds};
-use crate::aggregate::{self, Comparison, GroupStats};
+use crate::aggregate::{self, Comparison, GroupStats, Power};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
 use crate::rundir::{Manifest, RunDirError};
 use crate::trace::event::{EventBody, Outcome};
 use crate::trace::{Event, read_trace};
 
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// 2: intervals carry their method (`{lo, hi, method}`), comparisons carry the paired test
+/// (p-value, Holm-adjusted p, three-state verdict, dropped cases), `split_stats` and `power`.
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// Largest text kept per timeline entry; the full text is in the trace and artifacts.
 const DETAIL_LIMIT: usize = 4000;
@@ -48,7 +50,13 @@ pub struct MatrixReport {
     pub cells: Vec<CellSummary>,
     pub profile_stats: Vec<GroupStats>,
     pub category_stats: Vec<GroupStats>,
+    /// Per profile x split (train, test, ...), the same numbers as per category; empty when
+    /// the cases have no split.
+    pub split_stats: Vec<GroupStats>,
+    /// Every pair of profiles, compared on the cases both measured.
     pub comparisons: Vec<Comparison>,
+    /// The smallest difference between profiles this run could have detected.
+    pub power: Power,
     /// Cells that ended without a valid verdict, with their class and reason.
     pub failing: Vec<FailingCell>,
     /// Traces that could not be read, and other things a reader must know.
@@ -190,7 +198,10 @@ pub fn from_cells(
 ) -> MatrixReport {
     let profile_stats = aggregate::by_profile(&manifest.profiles, &cells);
     let category_stats = aggregate::by_category(&manifest.profiles, &cells);
-    let comparisons = aggregate::compare_all(&manifest.profiles, &cells);
+    let split_stats = aggregate::by_split(&manifest.profiles, &cells);
+    let epochs = manifest.epochs as usize;
+    let comparisons = aggregate::compare_all(&manifest.profiles, &cells, epochs);
+    let power = aggregate::power(&manifest.profiles, &cells, epochs);
     let mut notes = notes;
     let mut budget_cut = None;
     if let Some(budget) = manifest.budget_usd {
@@ -233,7 +244,9 @@ pub fn from_cells(
         cells,
         profile_stats,
         category_stats,
+        split_stats,
         comparisons,
+        power,
         failing,
         notes,
         timelines,

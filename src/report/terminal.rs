@@ -4,8 +4,8 @@ use comfy_table::{Table, presets};
 
 use super::exit_policy::Judgement;
 use super::model::MatrixReport;
-use super::{pct, pct_range, secs};
-use crate::aggregate::{Comparison, GroupStats};
+use super::{comparisons_sentence, diff_range, pct, pct_range, secs};
+use crate::aggregate::{GroupStats, mde_words};
 use crate::replay::CellSummary;
 
 pub fn cell_table(summaries: &[CellSummary]) -> Table {
@@ -74,7 +74,7 @@ pub fn profile_table(stats: &[GroupStats]) -> Table {
         t.add_row([
             s.profile.clone(),
             pct(s.pass_rate),
-            pct_range(s.pass_rate_ci),
+            pct_range(&s.pass_rate_ci),
             pct(s.coverage),
             s.passed.to_string(),
             s.failed.to_string(),
@@ -91,15 +91,36 @@ pub fn profile_table(stats: &[GroupStats]) -> Table {
     t
 }
 
-pub fn comparison_lines(cmps: &[Comparison]) -> Vec<String> {
-    cmps.iter()
+/// One line per comparison (the paired test and its verdict), the multiple-comparisons note,
+/// and the power statement, which every report carries even with one profile.
+pub fn comparison_lines(report: &MatrixReport) -> Vec<String> {
+    let mut lines: Vec<String> = report
+        .comparisons
+        .iter()
         .map(|c| {
+            let dropped = if c.dropped_cases > 0 {
+                format!(", {} case(s) dropped (not measured by both)", c.dropped_cases)
+            } else {
+                String::new()
+            };
             format!(
-                "{} vs {}: mean diff {:+.3}, 95% CI {:+.3} … {:+.3} over {} case(s): {}",
-                c.a, c.b, c.mean_diff, c.ci.0, c.ci.1, c.cases, c.verdict
+                "{} vs {}: {} shared case(s) ({} won, {} lost, {} tied{dropped}), mean diff {:+.3}, 95% CI {}: {}; MDE {}",
+                c.a,
+                c.b,
+                c.cases,
+                c.wins,
+                c.losses,
+                c.ties,
+                c.mean_diff,
+                diff_range(&c.ci),
+                c.verdict_text,
+                mde_words(c.mde)
             )
         })
-        .collect()
+        .collect();
+    lines.extend(comparisons_sentence(report));
+    lines.push(format!("power: {}", report.power.sentence()));
+    lines
 }
 
 /// The incomplete-run banner, for the top of a terminal summary (nothing for a complete run).

@@ -62,6 +62,18 @@ fn the_html_report_is_self_contained_and_re_renders_byte_for_byte() {
         assert!(text.contains(&format!("data-cell=\"{id}\"")), "report.html has a square for {id}");
     }
 
+    // The page names each interval's method and states what the run could detect.
+    for want in [
+        "(Wilson)</span>",
+        "exact sign test",
+        "within noise (p = 0.0625, exact sign test)",
+        "minimum detectable effect",
+        "By split",
+    ] {
+        assert!(text.contains(want), "report.html shows {want:?}");
+    }
+    assert!(!text.contains("bootstrap"), "no report speaks of a bootstrap any more");
+
     // Re-rendering from the traces alone gives the same bytes.
     Test::new().args(&["report"]).arg_path(&run_dir).run().code(0);
     assert!(std::fs::read(&html_path).unwrap() == live, "`hcbench report` must re-render report.html byte for byte");

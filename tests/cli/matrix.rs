@@ -42,7 +42,9 @@ fn matrix_compares_profiles_with_epochs_and_report_rerenders_identically() {
     assert_eq!((nop["profile"].as_str(), nop["pass_rate"].as_f64()), (Some("nop"), Some(0.0)));
     assert_eq!(oracle["epochs"], 2);
     assert_eq!(oracle["pass_hat_k"], 1.0);
-    assert_eq!(live["comparisons"][0]["verdict"], "oracle better than nop");
+    // Five cases, however clean, cannot show a difference at 5% (p = 2/32): epochs are not cases.
+    assert_eq!(live["comparisons"][0]["verdict"], "within_noise");
+    assert_eq!(live["comparisons"][0]["cases"], 5);
     let cell_ids: Vec<&str> =
         live["cells"].as_array().unwrap().iter().map(|c| c["cell_id"].as_str().unwrap()).collect();
     assert!(cell_ids.contains(&"bugfix-1__oracle__e2"), "stable ids carry the epoch: {cell_ids:?}");
@@ -60,13 +62,65 @@ fn matrix_compares_profiles_with_epochs_and_report_rerenders_identically() {
     let csv = String::from_utf8(before.iter().find(|(n, _)| n == "cells.csv").unwrap().1.clone()).unwrap();
     assert_eq!(csv.lines().count(), 21, "header + one row per cell");
     let md = String::from_utf8(before.iter().find(|(n, _)| n == "report.md").unwrap().1.clone()).unwrap();
-    assert!(md.contains("| oracle | 100.0% |") && md.contains("oracle better than nop"), "{md}");
+    assert!(md.contains("| oracle | 100.0% |") && md.contains("within noise (p = 0.0625, exact sign test)"), "{md}");
 
     // `report` re-renders every file byte for byte from the traces alone.
     std::fs::remove_dir_all(run_dir.join("reports")).unwrap();
     std::fs::remove_file(run_dir.join("results.jsonl")).unwrap();
     Test::new().args(&["report"]).arg_path(&run_dir).run().code(0);
     assert_eq!(reports(&run_dir), before);
+}
+
+/// The smoke suite has five cases: report.json names every interval's method, states the
+/// minimum detectable effect (none: five cases cannot reach p < 0.05) and reads the clean sweep
+/// of oracle over nop as what it is, within noise.
+#[test]
+fn smoke_matrix_reports_interval_methods_power_and_an_honest_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("m");
+    let live = Test::new()
+        .args(&["matrix", "--profiles", "oracle,nop", "--suite", "smoke", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0)
+        .json();
+    assert_eq!(live["schema_version"], 2);
+    let nop = &live["profile_stats"][1];
+    assert_eq!(nop["pass_rate"], 0.0);
+    let ci = &nop["pass_rate_ci"];
+    assert_eq!((ci["lo"].as_f64(), ci["method"].as_str()), (Some(0.0), Some("wilson")));
+    assert!((ci["hi"].as_f64().unwrap() - 0.434).abs() < 0.001, "0/5 reads 0-43%, not 0-0%: {ci}");
+    for group in ["category_stats", "split_stats"] {
+        let rows = live[group].as_array().unwrap();
+        assert!(!rows.is_empty() && rows.iter().all(|s| s["pass_rate_ci"]["method"] == "wilson"), "{group}");
+    }
+    assert_eq!(live["split_stats"][0]["split"], "train");
+
+    let c = &live["comparisons"][0];
+    assert_eq!((c["a"].as_str(), c["b"].as_str(), c["cases"].as_u64()), (Some("oracle"), Some("nop"), Some(5)));
+    assert_eq!((c["wins"].as_u64(), c["dropped_cases"].as_u64()), (Some(5), Some(0)));
+    assert_eq!((c["p_value"].as_f64(), c["p_adjusted"].as_f64()), (Some(0.0625), Some(0.0625)));
+    assert_eq!(c["ci"]["method"], "exact_sign");
+    assert!(c["ci"]["lo"].as_f64().unwrap() < 0.0, "the interval includes 0: {}", c["ci"]);
+    assert_eq!(c["verdict"], "within_noise");
+    assert_eq!(c["verdict_text"], "within noise (p = 0.0625, exact sign test)");
+    assert_eq!(c["mde"], Value::Null);
+
+    let power = &live["power"];
+    assert_eq!((power["alpha"].as_f64(), power["power"].as_f64()), (Some(0.05), Some(0.8)));
+    assert_eq!((power["cases"].as_u64(), power["epochs"].as_u64()), (Some(5), Some(1)));
+    assert_eq!(power["mde"], Value::Null, "five cases can detect nothing at 5%");
+
+    // The Markdown report says the same in words.
+    let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
+    for want in [
+        "0.0–43.4% (Wilson)",
+        "within noise (p = 0.0625, exact sign test)",
+        "**Power:** minimum detectable effect none, at 80% power and alpha 0.05 over 5 case(s) x 1 epoch(s)",
+        "## By split",
+    ] {
+        assert!(md.contains(want), "{want:?} missing from report.md:\n{md}");
+    }
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! test filters: the run id, the start time, wall times, and the agent spec's digest (it
 //! changes with every edit under `agent/`, which is not a report change). Nothing else in these
 //! reports depends on the clock or the machine: the oracle and the scripted nop agent take the
-//! same steps every time, and the bootstrap uses fixed seeds. `report.html` is checked by
+//! same steps every time, and the statistics are exact functions of the outcomes (no resampling,
+//! no seeds). `report.html` is checked by
 //! tests/cli/html.rs instead: it embeds whole traces, which would make an unreadable snapshot.
 //!
 //! To accept an intended change: `INSTA_UPDATE=always cargo test --test cli report_snapshots`,
