@@ -26,7 +26,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::RunStatus;
 use crate::exit;
 use crate::replay::CellSummary;
 use crate::rundir::Manifest;
@@ -235,6 +234,34 @@ fn passed(c: &CellSummary) -> bool {
 /// `rate < threshold`, with room for floating-point error so 9 of 10 meets 90%.
 fn below(rate: f64, threshold: f64) -> bool {
     rate + 1e-9 < threshold
+}
+
+/// How much of the plan a run carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every planned cell has a trace that ends with `run_finished`.
+    Complete,
+    /// Some planned cells never started or their trace ends early (a killed process, a budget
+    /// cut), and none was cancelled.
+    Partial,
+    /// Ctrl-C cancelled at least one cell.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Complete when every cell has an outcome other than `cancelled`; a cancelled cell makes
+    /// the run interrupted, a cell without an outcome (a placeholder for a missing trace, or a
+    /// trace cut before `run_finished`) makes it partial.
+    pub fn of(cells: &[CellSummary]) -> RunStatus {
+        if cells.iter().any(|c| c.outcome == Some(Outcome::Cancelled)) {
+            RunStatus::Interrupted
+        } else if cells.iter().any(|c| c.outcome.is_none()) {
+            RunStatus::Partial
+        } else {
+            RunStatus::Complete
+        }
+    }
 }
 
 #[cfg(test)]

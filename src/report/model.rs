@@ -5,6 +5,7 @@
 //! byte-identical reports without running anything. A cell whose trace is missing or corrupt
 //! stays in the report as its own row (incomplete or harness_error) instead of failing it.
 
+pub use super::exit_policy::RunStatus;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -64,34 +65,6 @@ pub struct MatrixReport {
     /// Per-cell timelines (same order as `cells`), for the HTML report.
     #[serde(skip)]
     pub timelines: Vec<Timeline>,
-}
-
-/// How much of the plan a run carried out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Every planned cell has a trace that ends with `run_finished`.
-    Complete,
-    /// Some planned cells never started or their trace ends early (a killed process, a budget
-    /// cut), and none was cancelled.
-    Partial,
-    /// Ctrl-C cancelled at least one cell.
-    Interrupted,
-}
-
-impl RunStatus {
-    /// Complete when every cell has an outcome other than `cancelled`; a cancelled cell makes
-    /// the run interrupted, a cell without an outcome (a placeholder for a missing trace, or a
-    /// trace cut before `run_finished`) makes it partial.
-    pub fn of(cells: &[CellSummary]) -> RunStatus {
-        if cells.iter().any(|c| c.outcome == Some(Outcome::Cancelled)) {
-            RunStatus::Interrupted
-        } else if cells.iter().any(|c| c.outcome.is_none()) {
-            RunStatus::Partial
-        } else {
-            RunStatus::Complete
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
