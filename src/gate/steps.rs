@@ -147,7 +147,7 @@ pub(crate) fn measured_rewards<'a>(cells: impl IntoIterator<Item = &'a CellSumma
 /// candidate equal to HEAD is falsely reverted at most 2.5% of the time (one end of a 95%
 /// interval), and with few cases nothing can be shown and the gate passes (8 cases need at
 /// least 6 worse and none better). The measured rates, and the power against a real
-/// regression, are in docs/gate.md (`error_rates_of_the_paired_rule`).
+/// regression, are in docs/gate.md ("Paired mode"), measured by `gate::calibration`.
 pub(crate) fn judge_paired(
     cases: &[String],
     candidate: &BTreeMap<String, Vec<f64>>,
