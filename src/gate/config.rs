@@ -30,8 +30,9 @@ pub struct ConfigError {
 pub(crate) enum Mode {
     /// One run of the test split; pass if val_score >= the best recorded score.
     Simple,
-    /// The test split for HEAD's agent and the candidate, epochs >= 2; pass if the lower bound
-    /// of the paired bootstrap interval of (candidate - HEAD) is >= -margin.
+    /// The test split for HEAD's agent and the candidate, epochs >= 2; pass unless the upper
+    /// end of the paired 95% interval of (candidate - HEAD) is below -margin (the candidate is
+    /// shown worse than HEAD by more than the margin).
     Paired,
 }
 

@@ -21,6 +21,7 @@ use super::steps::{Promotion, RegressionVerdict};
 use crate::bench::Split;
 use crate::exit;
 use crate::replay::CellSummary;
+use crate::stats::Paired;
 
 /// Receives the gate's events, in order, on the gate's thread.
 pub(crate) trait GateSink {
@@ -214,9 +215,9 @@ pub(crate) enum FullBenchmark {
     Paired {
         val_score: f64,
         head_score: f64,
-        mean_diff: f64,
-        /// 95% bootstrap interval of the mean per-case difference (candidate - HEAD).
-        ci: (f64, f64),
+        /// Candidate (A) against HEAD (B) over the cases both arms measured; None when the
+        /// candidate equals HEAD and only it ran (the difference is 0 by construction).
+        comparison: Option<Paired>,
         margin: f64,
         pass: bool,
         cases: usize,

@@ -8,14 +8,15 @@
 //! hash-protected ([`state`]), `record` accepts only numbers that a passing gate produced for
 //! the very candidate that was committed (the pending record's binding), checks every commit
 //! since the last record ([`git`]), writes atomically under one lock ([`crate::lock`]), and an optional
-//! paired mode decides with epochs and a bootstrap instead of one noisy comparison.
+//! paired mode measures HEAD alongside the candidate and reverts only a regression shown by the
+//! paired test of [`crate::stats`], instead of one noisy comparison with a recorded best.
 //!
 //! How the module is laid out, and why:
 //! - [`run()`] (`run.rs`) is the gate from the lock to the verdict, one function per step;
 //!   [`record::run`] is `record`. Both take resolved settings (no CLI types) and a sink.
 //! - They never print: they emit typed events ([`event`]); text and `--format json` are two
 //!   sinks of the same events ([`report`]), so the two outputs cannot drift.
-//! - [`steps`] is the arithmetic (scores, thresholds, bootstrap, promotion), plain synchronous
+//! - [`steps`] is the arithmetic (scores, thresholds, the paired rule, promotion), plain synchronous
 //!   functions; [`config`] resolves `experiment_config.yaml`; [`cells`] runs batches of cells
 //!   on one [`crate::interrupt::Session`] (one Ctrl-C contract for the whole gate).
 //! - Test-split cells run in a private directory outside the project ([`private_dir`]) that is
@@ -26,6 +27,8 @@
 //! `suites/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
 //! keys (`tasks`), so the data model is unchanged.
 
+#[cfg(test)]
+mod calibration;
 pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod event;

@@ -24,7 +24,7 @@ use super::event::{
 };
 use super::record::{RecordEvent, RecordOutcome, RecordSink, short};
 use super::state::{self, PENDING, REGRESSION_SET, RESULTS, TRAIN_RESULTS};
-use super::steps::{fmt_num, fmt_pair, signed};
+use super::steps::{PAIRED_ALPHA, fmt_num, fmt_pair, signed};
 
 /// Version of the gate's `--format json` object.
 const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -191,20 +191,32 @@ fn detail(step: &StepResult) -> Value {
         StepResult::FullBenchmark(FullBenchmark::Paired {
             val_score,
             head_score,
-            mean_diff,
-            ci,
+            comparison,
             margin,
             cases,
             cells,
             head,
             ..
         }) => {
+            // An unchanged candidate is not compared: difference 0 and interval [0, 0] by
+            // construction, and no test ran, so the test's fields are left out.
+            let (mean_diff, ci) =
+                comparison.as_ref().map_or((0.0, (0.0, 0.0)), |c| (c.mean_diff, (c.interval.lo, c.interval.hi)));
             let mut v = json!({
                 "mode": "paired", "val_score": val_score, "head_score": head_score, "mean_diff": mean_diff,
                 "ci": [ci.0, ci.1], "margin": margin, "identical_to_head": head.is_none(), "cases": cases, "cells": cells,
             });
             if let Some(h) = head {
                 v["head"] = json!(h);
+            }
+            if let Some(c) = comparison {
+                v["method"] = json!(c.method);
+                v["p_value"] = json!(c.p_value);
+                v["confidence"] = json!(1.0 - PAIRED_ALPHA);
+                v["compared_cases"] = json!(c.cases);
+                v["wins"] = json!(c.wins);
+                v["losses"] = json!(c.losses);
+                v["ties"] = json!(c.ties);
             }
             v
         }
@@ -395,11 +407,12 @@ fn full_benchmark_lines(b: &FullBenchmark) -> Vec<String> {
             }
             lines
         }
-        FullBenchmark::Paired { val_score, head: None, .. } => {
+        FullBenchmark::Paired { val_score, comparison: None, .. } => {
             vec![format!("{IN}candidate {}; difference 0, interval [0, 0]  PASS", fmt_num(*val_score))]
         }
-        FullBenchmark::Paired { val_score, head_score, mean_diff, ci, margin, pass, cells, .. } => {
-            let (lo, hi) = (fmt_pair(ci.0, ci.1), fmt_pair(ci.0, -margin));
+        FullBenchmark::Paired { val_score, head_score, comparison: Some(c), margin, pass, cases, cells, .. } => {
+            let (lo, hi) = fmt_pair(c.interval.lo, c.interval.hi);
+            let (upper, bound) = fmt_pair(c.interval.hi, -margin);
             vec![
                 format!(
                     "{IN}candidate {}, HEAD {} (mean reward over {cells} cells each)",
@@ -407,18 +420,34 @@ fn full_benchmark_lines(b: &FullBenchmark) -> Vec<String> {
                     fmt_num(*head_score)
                 ),
                 format!(
-                    "{IN}difference {}, 95% CI [{}, {}]; lower bound {} {} -margin {}  {}",
-                    signed(&fmt_num(*mean_diff)),
-                    signed(&lo.0),
-                    signed(&lo.1),
-                    signed(&hi.0),
+                    "{IN}difference {}, {}% CI [{}, {}], p = {} ({}; {} of {cases} case(s) compared: {} better, {} worse, {} tied)",
+                    signed(&fmt_num(c.mean_diff)),
+                    fmt_num((1.0 - PAIRED_ALPHA) * 100.0),
+                    signed(&lo),
+                    signed(&hi),
+                    fmt_p(c.p_value),
+                    c.method,
+                    c.cases,
+                    c.wins,
+                    c.losses,
+                    c.ties
+                ),
+                format!(
+                    "{IN}upper bound {} {} -margin {}: {}  {}",
+                    signed(&upper),
                     if *pass { ">=" } else { "<" },
-                    signed(&hi.1),
+                    signed(&bound),
+                    if *pass { "not shown worse than HEAD" } else { "worse than HEAD" },
                     pass_fail(*pass)
                 ),
             ]
         }
     }
+}
+
+/// A p-value as people read it: 4 decimals, and "< 0.0001" rather than a rounded 0.
+fn fmt_p(p: f64) -> String {
+    if p < 0.0001 { "< 0.0001".into() } else { fmt_num(p) }
 }
 
 /// The detail of a failing Step 2, as the `FAILED` line shows it.
@@ -430,9 +459,17 @@ fn full_benchmark_failure(b: &FullBenchmark) -> String {
                 format!("val_score {v} < best {bs}")
             })
             .unwrap_or_default(),
-        FullBenchmark::Paired { ci, margin, .. } => {
-            let (lower, margin) = fmt_pair(ci.0, -margin);
-            format!("lower bound {} of the 95% CI of (candidate - HEAD) < -margin {}", signed(&lower), signed(&margin))
+        FullBenchmark::Paired { comparison: None, .. } => String::new(),
+        FullBenchmark::Paired { comparison: Some(c), margin, .. } => {
+            let (upper, margin) = fmt_pair(c.interval.hi, -margin);
+            format!(
+                "worse than HEAD: upper bound {} of the {}% CI of (candidate - HEAD) < -margin {} ({}, p = {})",
+                signed(&upper),
+                fmt_num((1.0 - PAIRED_ALPHA) * 100.0),
+                signed(&margin),
+                c.method,
+                fmt_p(c.p_value)
+            )
         }
     }
 }

@@ -413,7 +413,7 @@ impl Gate<'_> {
     }
 
     /// Paired mode: the candidate against HEAD's version of the allowlisted files, same cases
-    /// and epochs, judged by the paired bootstrap.
+    /// and epochs, judged by the paired test of `stats` ([`steps::judge_paired`]).
     fn paired(
         &mut self,
         runner: &Runner,
@@ -433,8 +433,7 @@ impl Gate<'_> {
             return Ok(FullBenchmark::Paired {
                 val_score,
                 head_score: val_score,
-                mean_diff: 0.0,
-                ci: (0.0, 0.0),
+                comparison: None,
                 margin,
                 pass: true,
                 cases,
@@ -454,15 +453,14 @@ impl Gate<'_> {
             head_spec,
         );
         let by_arm = self.run_arms(runner, private, &[candidate, head_arm])?;
-        let epochs = self.cfg.epochs;
-        let (cand_scores, head_scores) =
-            (steps::case_scores(&by_arm[0], epochs), steps::case_scores(&by_arm[1], epochs));
-        let v = steps::judge_paired(&self.setup.test_ids, &cand_scores, &head_scores, margin);
+        // The comparison uses only cells with a verdict (an infrastructure error is missing
+        // data there), while each arm's val_score still counts such cells 0.
+        let (cand, head_rewards) = (steps::measured_rewards(&by_arm[0]), steps::measured_rewards(&by_arm[1]));
+        let v = steps::judge_paired(&self.setup.test_ids, &cand, &head_rewards, margin);
         Ok(FullBenchmark::Paired {
             val_score: self.val_score(&by_arm[0]),
             head_score: self.val_score(&by_arm[1]),
-            mean_diff: v.mean_diff,
-            ci: v.ci,
+            comparison: Some(v.comparison),
             margin,
             pass: v.pass,
             cases,

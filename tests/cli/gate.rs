@@ -704,25 +704,25 @@ fn ctrl_c_during_step_2_removes_the_private_directory() {
     assert!(!p.path().join("workspace/pending_record.json").exists(), "an interrupted gate writes no state");
 }
 
+/// Paired Step 2 reverts a candidate only when the paired test shows it worse than HEAD
+/// (docs/gate.md, "Paired mode"): an improvement passes, a trade is within noise and passes,
+/// and a regression on enough cases is reverted.
 #[test]
-fn paired_mode_accepts_a_real_improvement_and_rejects_a_trade() {
+fn paired_mode_accepts_an_improvement_and_a_trade_and_reverts_a_shown_regression() {
     let tests = ["te-1", "te-2", "te-3", "te-4", "te-5", "te-6", "te-7", "te-8"];
     let p = Project::new(&["tr-1"], &tests, "epochs: 4\ngate:\n  mode: paired\n  margin: 0\n");
     // HEAD's agent fixes five of the eight test cases; the model is noisy: 30% of cells give
     // up. Both arms draw the noise with the same seed, so a cell gives up in both or in
-    // neither. The sign of each case's difference is then fixed by which cases the agent fixes,
-    // whichever cells the noise picks, and the decisions below hold for any noise stream and
-    // any bootstrap seed. (A no-op with different luck is left out on purpose: whether its
-    // interval reaches below zero depends on the draws, 26 of 31 seeds tried, so asserting it
-    // would pin a random generator's exact stream.)
+    // neither. Each case's difference then has the sign of what the agent changed on it,
+    // whichever cells the noise picks, so the exact sign test's counts below are fixed.
     let noisy = "noise: 0.3\nseed: 11\n";
     let head_fixes = &tests[..5];
     p.script(head_fixes, noisy);
     p.commit("baseline agent");
     let before = tree_hashes(p.path());
 
-    // A real improvement: also fixes the other three. No case gets worse, so every resampled
-    // mean difference is >= 0 and so is the lower bound: accepted.
+    // A real improvement: also fixes the other three. Three better cases out of eight cannot
+    // show an improvement (p = 0.25), but nothing shows the candidate worse: accepted.
     p.script(&tests, noisy);
     let out = p.hcbench(&["gate"]).code(0);
     assert!(
@@ -731,31 +731,51 @@ fn paired_mode_accepts_a_real_improvement_and_rejects_a_trade() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains(", 95% CI ["), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(", 95% CI [")
+            && out.stdout.contains("p = 0.25 (exact sign test; 8 of 8 case(s) compared: 3 better, 0 worse, 5 tied)")
+            && out.stdout.contains(": not shown worse than HEAD  PASS"),
+        "{}",
+        out.stdout
+    );
     let r = p.gate(&[]).code(0).json();
     let s2 = &step(&r, 2)["detail"];
     assert_eq!(s2["identical_to_head"], false, "{s2}");
-    assert!(s2["mean_diff"].as_f64().unwrap() > 0.0 && s2["ci"][0].as_f64().unwrap() >= 0.0, "{s2}");
+    assert_eq!((s2["method"].as_str(), s2["p_value"].as_f64()), (Some("exact_sign"), Some(0.25)), "{s2}");
+    assert_eq!(
+        (s2["wins"].as_u64(), s2["losses"].as_u64(), s2["compared_cases"].as_u64()),
+        (Some(3), Some(0), Some(8))
+    );
+    assert!(s2["mean_diff"].as_f64().unwrap() > 0.0 && s2["ci"][1].as_f64().unwrap() > 0.0, "{s2}");
 
-    // A trade: fixes te-6 and te-7 but no longer te-4 and te-5. The score barely moves, but two
-    // cases got worse: resamples that draw them and not the two better ones have a negative
-    // mean, so the interval reaches below zero and the gate cannot show the candidate is not
-    // worse: rejected. It also reaches above zero, since the other two cases got better.
+    // A trade: fixes te-6 and te-7 but no longer te-4 and te-5. Two cases better, two worse:
+    // within noise (p = 1), so nothing shows the candidate worse and it passes.
     p.script(&["te-1", "te-2", "te-3", "te-6", "te-7"], noisy);
+    let r = p.gate(&[]).code(0).json();
+    let s2 = &step(&r, 2)["detail"];
+    assert_eq!((s2["wins"].as_u64(), s2["losses"].as_u64(), s2["p_value"].as_f64()), (Some(2), Some(2), Some(1.0)));
+    assert!(s2["ci"][0].as_f64().unwrap() < 0.0 && s2["ci"][1].as_f64().unwrap() > 0.0, "{s2}");
+
+    // A regression: HEAD now fixes all eight, the candidate only two. Six cases worse and none
+    // better: p = 2/64 = 0.031, the candidate is shown worse and reverted.
+    p.script(&tests, noisy);
+    p.commit("agent fixes all eight");
+    p.script(&tests[..2], noisy);
     let r = p.gate(&[]).code(1).json();
     let s2 = &step(&r, 2)["detail"];
-    assert!(s2["ci"][0].as_f64().unwrap() < 0.0 && s2["ci"][1].as_f64().unwrap() > 0.0, "{s2}");
+    assert_eq!((s2["wins"].as_u64(), s2["losses"].as_u64(), s2["p_value"].as_f64()), (Some(0), Some(6), Some(0.03125)));
+    assert!(s2["ci"][1].as_f64().unwrap() < 0.0, "{s2}");
     assert!(
-        strings(&r["messages"])
-            .iter()
-            .any(|m| m.contains("Step 2 (full benchmark): lower bound -") && m.contains("< -margin 0")),
+        strings(&r["messages"]).iter().any(|m| m.contains("Step 2 (full benchmark): worse than HEAD: upper bound -")
+            && m.contains("< -margin 0 (exact sign test, p = 0.0312)")),
         "{:?}",
         r["messages"]
     );
 
     // An unchanged candidate is not run against itself: its difference is 0 by construction.
-    p.script(head_fixes, noisy);
+    p.script(&tests, noisy);
     let r = p.gate(&[]).code(0).json();
     assert_eq!(step(&r, 2)["detail"]["identical_to_head"], true);
+    assert!(step(&r, 2)["detail"].get("method").is_none(), "no test ran");
     assert_scrubbed(&p, &before);
 }
