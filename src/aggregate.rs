@@ -251,31 +251,6 @@ pub fn pass_hat_k(n: usize, c: usize, k: usize) -> f64 {
     choose(c, k) / choose(n, k)
 }
 
-/// Bootstrap resamples of [`bootstrap_ci`].
-pub const BOOTSTRAP_SAMPLES: usize = 2000;
-
-/// Percentile interval of the bootstrap distribution of the mean of `values`.
-///
-/// No report uses it any more (a percentile bootstrap over five identical differences
-/// collapses to a point; see docs/statistics.md). Only the gate's paired mode still does, until
-/// it moves to [`stats::paired`]; delete this then.
-pub fn bootstrap_ci(values: &[f64], samples: usize, seed: u64) -> (f64, f64) {
-    if values.is_empty() {
-        return (0.0, 0.0);
-    }
-    if values.len() == 1 {
-        return (values[0], values[0]);
-    }
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let n = values.len();
-    let mut means: Vec<f64> =
-        (0..samples).map(|_| (0..n).map(|_| values[rng.usize(..n)]).sum::<f64>() / n as f64).collect();
-    means.sort_by(|a, b| a.total_cmp(b));
-    let lo = means[((samples as f64) * 0.025).floor() as usize];
-    let hi = means[(((samples as f64) * 0.975).ceil() as usize).min(samples - 1)];
-    (lo, hi)
-}
-
 /// Stats of the cells of one group.
 pub fn group_stats(profile: &str, category: Option<&str>, split: Option<&str>, cells: &[&CellSummary]) -> GroupStats {
     let n = cells.len();
@@ -767,15 +742,6 @@ mod tests {
         let mut cells = matrix(&["a"], 40, |_, i| i % 2 == 0);
         cells.extend((0..40).map(|i| cell(&format!("c{i}"), "gpt", Some(Outcome::ProviderError))));
         assert_eq!(power(&names(&["a", "gpt"]), &cells, 1).cases, 0);
-    }
-
-    #[test]
-    fn bootstrap_is_deterministic() {
-        // Only the gate still uses the bootstrap; its decisions rely on this pinned interval.
-        let v: Vec<f64> = (0..20).map(|i| if i < 14 { 1.0 } else { 0.0 }).collect();
-        assert_eq!(bootstrap_ci(&v, BOOTSTRAP_SAMPLES, 7), (0.5, 0.9));
-        assert_eq!(bootstrap_ci(&[0.25], BOOTSTRAP_SAMPLES, 7), (0.25, 0.25));
-        assert_eq!(bootstrap_ci(&[], BOOTSTRAP_SAMPLES, 7), (0.0, 0.0));
     }
 
     #[test]
