@@ -98,8 +98,10 @@ pub struct RunArgs {
     pub thresholds: ThresholdArgs,
 }
 
+/// What a matrix is made of: shared by `matrix` and `plan`, so a plan describes exactly the
+/// matrix the same flags would run.
 #[derive(Debug, Args)]
-pub struct MatrixArgs {
+pub struct MatrixShape {
     #[command(flatten)]
     pub selection: Selection,
     /// Comma-separated profiles, e.g. `oracle,gpt,deepseek` (built in: oracle, nop, scripted:PATH).
@@ -111,15 +113,21 @@ pub struct MatrixArgs {
     /// Cells running at once (default: number of cores).
     #[arg(long, short)]
     pub jobs: Option<usize>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long, value_name = "PATH")]
+    pub models: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    #[command(flatten)]
+    pub shape: MatrixShape,
     /// Run directory (default: workspace/runs/<run-id>).
     #[arg(long, conflicts_with = "resume")]
     pub out: Option<PathBuf>,
     /// Finish an interrupted run: keep cells with a complete trace, run the rest again.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
-    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
-    #[arg(long)]
-    pub models: Option<PathBuf>,
     /// Stop starting new cells once the run's model cost reaches this many US dollars (from
     /// token usage and the profiles' prices). Cells already running finish.
     #[arg(long, value_name = "USD")]
@@ -134,19 +142,7 @@ pub struct MatrixArgs {
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
-    pub selection: Selection,
-    /// Comma-separated profiles, as for `matrix`.
-    #[arg(long, value_delimiter = ',', default_value = "oracle")]
-    pub profiles: Vec<String>,
-    /// Epochs per cell, as for `matrix`.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub epochs: u32,
-    /// Cells running at once (default: number of cores); used for the wall-time estimate.
-    #[arg(long, short)]
-    pub jobs: Option<usize>,
-    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
-    #[arg(long, value_name = "PATH")]
-    pub models: Option<PathBuf>,
+    pub shape: MatrixShape,
     /// A difference in pass rate to be able to detect (0.1 = ten points): how many cases or epochs it needs.
     #[arg(long, value_name = "RATE")]
     pub target_diff: Option<f64>,

@@ -245,8 +245,8 @@ impl Settings {
     }
 
     pub fn matrix(&self, args: MatrixArgs) -> Result<MatrixSettings, SettingsError> {
-        let jobs = jobs(args.jobs, None)?;
-        let profiles = self.profiles(args.models.as_deref(), None)?;
+        let jobs = jobs(args.shape.jobs, None)?;
+        let profiles = self.profiles(args.shape.models.as_deref(), None)?;
         let start = match args.resume {
             Some(run_dir) => {
                 if args.thresholds.min_coverage.is_some() || args.thresholds.fail_under.is_some() {
@@ -265,10 +265,10 @@ impl Settings {
                 }
                 let run_id = crate::rundir::new_run_id();
                 MatrixStart::New {
-                    selected: self.select(&args.selection)?,
-                    profiles: profiles.resolve_list(&args.profiles)?,
+                    selected: self.select(&args.shape.selection)?,
+                    profiles: profiles.resolve_list(&args.shape.profiles)?,
                     spec: self.spec()?,
-                    epochs: args.epochs,
+                    epochs: args.shape.epochs,
                     run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
                     run_id,
                     budget_usd: args.budget_usd,
@@ -289,12 +289,12 @@ impl Settings {
             }
             v => Ok(v),
         };
-        let profiles = self.profiles(args.models.as_deref(), None)?;
+        let profiles = self.profiles(args.shape.models.as_deref(), None)?;
         Ok(PlanSettings {
-            selected: self.select(&args.selection)?,
-            profiles: profiles.resolve_list(&args.profiles)?,
-            epochs: args.epochs,
-            jobs: jobs(args.jobs, None)?,
+            selected: self.select(&args.shape.selection)?,
+            profiles: profiles.resolve_list(&args.shape.profiles)?,
+            epochs: args.shape.epochs,
+            jobs: jobs(args.shape.jobs, None)?,
             target_diff: rate("--target-diff", args.target_diff, true)?,
             baseline_rate: rate("--baseline-rate", args.baseline_rate, false)?,
             from: args.from,

@@ -35,6 +35,8 @@ const CSS: &str = include_str!("templates/report.css");
 const JS: &str = include_str!("templates/report.js");
 /// The pass-rate cell shared by the profile and category tables (`{% include %}`d).
 const RATE_CELL: &str = include_str!("templates/rate_cell.html");
+/// The breakdown table shared by "By category" and "By split" (`{% include %}`d).
+const GROUP_TABLE: &str = include_str!("templates/group_table.html");
 
 /// Outcome classes in the order the legend shows them: (label in data, words, glyph). The
 /// glyph repeats the colour's meaning so the heatmap does not rely on colour alone.
@@ -71,6 +73,7 @@ pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
     let err = |e: tera::Error| ExportError::Render { format: "html", message: error_chain(&e) };
     let mut tera = Tera::default();
     tera.add_raw_template("rate_cell.html", RATE_CELL).map_err(err)?;
+    tera.add_raw_template("group_table.html", GROUP_TABLE).map_err(err)?;
     tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(err)?;
     let page = Page::build(report);
     let context = Context::from_serialize(&page).map_err(err)?;
