@@ -318,7 +318,7 @@ pub fn by_profile(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats>
     profiles
         .iter()
         .map(|p| {
-            let group: Vec<&CellSummary> = cells.iter().filter(|c| &c.profile == p).collect();
+            let group: Vec<&CellSummary> = cells.iter().filter(|c| c.group() == p.as_str()).collect();
             group_stats(p, None, None, &group)
         })
         .collect()
@@ -330,7 +330,8 @@ pub fn by_category(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats
     let mut out = Vec::new();
     for p in profiles {
         for cat in &categories {
-            let group: Vec<&CellSummary> = cells.iter().filter(|c| &c.profile == p && c.category == *cat).collect();
+            let group: Vec<&CellSummary> =
+                cells.iter().filter(|c| c.group() == p.as_str() && c.category == *cat).collect();
             if !group.is_empty() {
                 out.push(group_stats(p, Some(cat), None, &group));
             }
@@ -346,7 +347,8 @@ pub fn by_split(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats> {
     let mut out = Vec::new();
     for p in profiles {
         for split in &splits {
-            let group: Vec<&CellSummary> = cells.iter().filter(|c| &c.profile == p && c.split == *split).collect();
+            let group: Vec<&CellSummary> =
+                cells.iter().filter(|c| c.group() == p.as_str() && c.split == *split).collect();
             if !group.is_empty() {
                 out.push(group_stats(p, None, Some(split), &group));
             }
@@ -357,7 +359,7 @@ pub fn by_split(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats> {
 
 /// The measured per-case values of each profile (infrastructure errors left out), in order.
 fn measured(profiles: &[String], cells: &[CellSummary]) -> Vec<BTreeMap<String, Vec<f64>>> {
-    profiles.iter().map(|p| case_passes(cells.iter().filter(|c| &c.profile == p), true)).collect()
+    profiles.iter().map(|p| case_passes(cells.iter().filter(|c| c.group() == p.as_str()), true)).collect()
 }
 
 /// One profile's variance over some cases, and the measured cells behind it.
@@ -440,10 +442,28 @@ pub fn power(profiles: &[String], cells: &[CellSummary], epochs: usize) -> Power
 /// The paired comparison of every pair of profiles (in order) on the cases both measured,
 /// with Holm's correction over all of them. `epochs` is the manifest's, for the MDE.
 pub fn compare_all(profiles: &[String], cells: &[CellSummary], epochs: usize) -> Vec<Comparison> {
+    let pairs: Vec<(usize, usize)> =
+        (0..profiles.len()).flat_map(|i| (i + 1..profiles.len()).map(move |j| (i, j))).collect();
+    compare_pairs(profiles, cells, epochs, &pairs)
+}
+
+/// The first group (an ablate run's `full`, the reference) against each of the others, with
+/// Holm's correction over those comparisons only.
+pub fn compare_with_first(groups: &[String], cells: &[CellSummary], epochs: usize) -> Vec<Comparison> {
+    let pairs: Vec<(usize, usize)> = (1..groups.len()).map(|j| (0, j)).collect();
+    compare_pairs(groups, cells, epochs, &pairs)
+}
+
+fn compare_pairs(
+    profiles: &[String],
+    cells: &[CellSummary],
+    epochs: usize,
+    pairs: &[(usize, usize)],
+) -> Vec<Comparison> {
     let values = measured(profiles, cells);
     let mut tests = Vec::new();
-    for i in 0..profiles.len() {
-        for j in i + 1..profiles.len() {
+    for &(i, j) in pairs {
+        {
             let (a, b) = (&values[i], &values[j]);
             let both_ran = a.keys().filter(|case| b.contains_key(*case)).count();
             let shared = measured_by_all(&[a, b]);

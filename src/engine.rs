@@ -69,23 +69,42 @@ pub fn plan(
     epochs: u32,
     spec: &Arc<AgentSpec>,
 ) -> Vec<CellPlan> {
+    plan_variants(run_id, run_dir, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs)
+}
+
+/// [`plan`] with one agent spec per named variant (`hcbench ablate`: (ablation, spec with it
+/// applied)): cases x epochs x profiles x variants, variants innermost so every ablation makes
+/// progress from the start. An empty name is the plain spec (cell ids without an ablation).
+/// The order is [`crate::rundir::Manifest::cell_ids`]'s.
+pub fn plan_variants(
+    run_id: &str,
+    run_dir: &Path,
+    bench: &Benchmark,
+    case_ids: &[String],
+    profiles: &[Profile],
+    variants: &[(String, Arc<AgentSpec>)],
+    epochs: u32,
+) -> Vec<CellPlan> {
     let mut cells = Vec::new();
     for case_id in case_ids {
         let Some(case) = bench.case(case_id) else { continue };
         let case = Arc::new(case.clone());
         for epoch in 1..=epochs {
             for profile in profiles {
-                let id = cell_id(case_id, profile.name(), epoch, epochs);
-                cells.push(CellPlan {
-                    run_id: run_id.to_string(),
-                    cell_dir: run_dir.join("cells").join(&id),
-                    cell_id: id,
-                    benchmark: bench.name.clone(),
-                    case: case.clone(),
-                    profile: profile.clone(),
-                    epoch,
-                    spec: spec.clone(),
-                });
+                for (ablation, spec) in variants {
+                    let id = cell_id(case_id, profile.name(), ablation, epoch, epochs);
+                    cells.push(CellPlan {
+                        run_id: run_id.to_string(),
+                        cell_dir: run_dir.join("cells").join(&id),
+                        cell_id: id,
+                        benchmark: bench.name.clone(),
+                        case: case.clone(),
+                        profile: profile.clone(),
+                        epoch,
+                        spec: spec.clone(),
+                        ablation: ablation.clone(),
+                    });
+                }
             }
         }
     }
@@ -250,6 +269,7 @@ fn harness_failure(cell: &CellPlan, reason: &str) -> CellSummary {
         category: cell.case.category.to_string(),
         split: cell.case.split.to_string(),
         profile: cell.profile.name().to_string(),
+        ablation: cell.ablation.clone(),
         step_budget: cell.case.step_budget,
         epoch: cell.epoch,
         stop_reason: "harness_error".into(),

@@ -25,6 +25,11 @@ fn one() -> u32 {
     1
 }
 
+/// The report group of `profile` under `ablation` (see [`CellSummary::group`]).
+pub fn group_label(profile: &str, ablation: &str) -> String {
+    if ablation.is_empty() { profile.to_string() } else { format!("{profile}/{ablation}") }
+}
+
 /// Everything reports need about one cell, derived from its trace alone.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
@@ -69,6 +74,9 @@ pub struct CellSummary {
     /// Digest of the agent spec that drove the cell.
     #[serde(default)]
     pub agent_spec: String,
+    /// The ablation the cell ran (`hcbench ablate`); empty for every other command.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ablation: String,
     /// Epoch of the cell (1-based).
     #[serde(default = "one")]
     pub epoch: u32,
@@ -89,6 +97,16 @@ impl CellSummary {
     pub fn cost_usd(&self) -> Option<f64> {
         let (i, o) = (self.input_price_per_mtok?, self.output_price_per_mtok?);
         Some((self.input_tokens as f64 * i + self.output_tokens as f64 * o) / 1e6)
+    }
+
+    /// The group reports aggregate the cell under: its profile, or `profile/ablation` in an
+    /// ablate run, so one code path compares profiles and ablations alike.
+    pub fn group(&self) -> std::borrow::Cow<'_, str> {
+        if self.ablation.is_empty() {
+            std::borrow::Cow::Borrowed(&self.profile)
+        } else {
+            std::borrow::Cow::Owned(group_label(&self.profile, &self.ablation))
+        }
     }
 
     /// The outcome as reports show it; a trace that never finished is a harness error.
@@ -176,6 +194,7 @@ impl SummaryBuilder {
                 s.output_price_per_mtok = r.model.output_price_per_mtok;
                 s.epoch = r.epoch;
                 s.agent_spec = r.agent_spec;
+                s.ablation = r.ablation;
             }
             LeanBody::ModelAction { usage } => {
                 s.steps += 1;
@@ -378,6 +397,8 @@ pub struct LeanRunStarted {
     epoch: u32,
     #[serde(default)]
     agent_spec: String,
+    #[serde(default)]
+    ablation: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -453,7 +474,16 @@ impl Lean {
     pub fn from_event(e: &Event) -> Lean {
         let body = match &e.body {
             EventBody::RunStarted {
-                case_id, category, split, profile, model, step_budget, epoch, agent_spec, ..
+                case_id,
+                category,
+                split,
+                profile,
+                model,
+                step_budget,
+                epoch,
+                agent_spec,
+                ablation,
+                ..
             } => LeanBody::RunStarted(LeanRunStarted {
                 case_id: case_id.clone(),
                 category: category.clone(),
@@ -463,6 +493,7 @@ impl Lean {
                 step_budget: *step_budget,
                 epoch: *epoch,
                 agent_spec: agent_spec.clone(),
+                ablation: ablation.clone(),
             }),
             EventBody::ModelAction { usage, .. } => LeanBody::ModelAction { usage: usage.clone() },
             EventBody::ModelRetry { .. } => LeanBody::ModelRetry,
@@ -626,6 +657,7 @@ mod tests {
             step_budget: 5,
             epoch: 2,
             agent_spec: "abc".into(),
+            ablation: "no_memory".into(),
             hcbench_version: "0".into(),
         })
         .unwrap();
@@ -686,6 +718,7 @@ mod tests {
         assert_eq!(full, lean);
         assert_eq!((lean.steps, lean.policy_denials, lean.input_tokens, lean.epoch, lean.wall_ms), (1, 1, 7, 2, 42));
         assert_eq!(lean.event_counts["policy_decision"], 2);
+        assert_eq!((lean.ablation.as_str(), lean.group().as_ref()), ("no_memory", "p/no_memory"));
     }
 
     /// The full reader's summary: the same fold over fully parsed events, plus what reading
@@ -720,6 +753,7 @@ mod tests {
                 step_budget: 9,
                 epoch: 3,
                 agent_spec: "spec".into(),
+                ablation: String::new(),
                 hcbench_version: "0".into(),
             }],
             EventKind::ContextPacked => vec![EventBody::ContextPacked {

@@ -67,6 +67,11 @@ pub struct Manifest {
     pub min_coverage: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_under: Option<f64>,
+    /// `hcbench ablate`: the ablations of the agent spec, `full` first, each run on every case
+    /// with the one profile. Empty (and absent) for every other command, so its cells and
+    /// groups are the profiles alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ablations: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +79,16 @@ pub struct ManifestCase {
     pub id: String,
     pub category: String,
     pub split: String,
+}
+
+/// One cell of a manifest's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    pub cell_id: String,
+    pub case_id: String,
+    pub profile: String,
+    /// Empty outside `hcbench ablate`.
+    pub ablation: String,
 }
 
 /// What a new manifest is made from, besides the benchmark and its selected cases.
@@ -149,6 +164,7 @@ impl Manifest {
             budget_usd: None,
             min_coverage: None,
             fail_under: None,
+            ablations: Vec::new(),
         }
     }
 
@@ -174,15 +190,37 @@ impl Manifest {
         self.cases.iter().map(|c| c.id.clone()).collect()
     }
 
-    /// (cell id, case id, profile) of every planned cell, in plan order.
-    pub fn cell_ids(&self) -> Vec<(String, String, String)> {
+    /// Every planned cell, in plan order (the order of [`crate::engine::plan`]).
+    pub fn cell_ids(&self) -> Vec<PlannedCell> {
+        let none = [String::new()];
+        let ablations: &[String] = if self.ablations.is_empty() { &none } else { &self.ablations };
         let mut out = Vec::new();
         for case in &self.cases {
             for epoch in 1..=self.epochs {
                 for p in &self.profiles {
-                    out.push((cell_id(&case.id, p, epoch, self.epochs), case.id.clone(), p.clone()));
+                    for a in ablations {
+                        out.push(PlannedCell {
+                            cell_id: cell_id(&case.id, p, a, epoch, self.epochs),
+                            case_id: case.id.clone(),
+                            profile: p.clone(),
+                            ablation: a.clone(),
+                        });
+                    }
                 }
             }
+        }
+        out
+    }
+
+    /// The groups reports aggregate by, in plan order: the profiles, or in an ablate run every
+    /// `profile/ablation` ([`crate::replay::CellSummary::group`]).
+    pub fn groups(&self) -> Vec<String> {
+        if self.ablations.is_empty() {
+            return self.profiles.clone();
+        }
+        let mut out = Vec::new();
+        for p in &self.profiles {
+            out.extend(self.ablations.iter().map(|a| crate::replay::group_label(p, a)));
         }
         out
     }
@@ -211,9 +249,19 @@ fn git_head(root: &Path) -> Option<String> {
     Some(head.to_string())
 }
 
-/// The stable id of a cell. The epoch suffix appears only when the plan has several epochs.
-pub fn cell_id(case_id: &str, profile: &str, epoch: u32, epochs: u32) -> String {
-    if epochs > 1 { format!("{case_id}__{profile}__e{epoch}") } else { format!("{case_id}__{profile}") }
+/// The stable id of a cell: `<case>__<profile>[__<ablation>][__e<epoch>]`. The ablation
+/// appears only in ablate runs (empty otherwise) and the epoch suffix only when the plan has
+/// several epochs, so ids of other runs never changed.
+pub fn cell_id(case_id: &str, profile: &str, ablation: &str, epoch: u32, epochs: u32) -> String {
+    let mut id = format!("{case_id}__{profile}");
+    if !ablation.is_empty() {
+        id.push_str("__");
+        id.push_str(ablation);
+    }
+    if epochs > 1 {
+        id.push_str(&format!("__e{epoch}"));
+    }
+    id
 }
 
 /// A run id: UTC time plus the process id, sortable and unique on one machine.
@@ -255,8 +303,8 @@ impl RunDir {
         let io = |source| RunDirError::Io { path: path.clone(), source };
         let lock = lock(&path)?;
         let mut kept = Vec::new();
-        for (cell_id, _, _) in manifest.cell_ids() {
-            let cell_dir = path.join("cells").join(&cell_id);
+        for planned in manifest.cell_ids() {
+            let cell_dir = path.join("cells").join(&planned.cell_id);
             match completed_cell(&cell_dir) {
                 Some(s) => kept.push(s),
                 None if cell_dir.exists() => std::fs::remove_dir_all(&cell_dir).map_err(io)?,
@@ -391,14 +439,30 @@ mod tests {
             budget_usd: None,
             min_coverage: None,
             fail_under: None,
+            ablations: Vec::new(),
         }
     }
 
     #[test]
     fn cells_are_planned_case_then_epoch_then_profile() {
-        let ids: Vec<String> = manifest("r").cell_ids().into_iter().map(|(id, _, _)| id).collect();
+        let ids: Vec<String> = manifest("r").cell_ids().into_iter().map(|c| c.cell_id).collect();
         assert_eq!(ids, ["c-1__oracle__e1", "c-1__nop__e1", "c-1__oracle__e2", "c-1__nop__e2"]);
-        assert_eq!(cell_id("c-1", "oracle", 1, 1), "c-1__oracle", "no epoch suffix with one epoch");
+        assert_eq!(cell_id("c-1", "oracle", "", 1, 1), "c-1__oracle", "no epoch suffix with one epoch");
+        assert_eq!(cell_id("c-1", "oracle", "no_memory", 2, 3), "c-1__oracle__no_memory__e2");
+        let mut m = manifest("r");
+        m.profiles = vec!["oracle".into()];
+        m.ablations = vec!["full".into(), "no_memory".into()];
+        let ids: Vec<String> = m.cell_ids().into_iter().map(|c| c.cell_id).collect();
+        assert_eq!(
+            ids,
+            [
+                "c-1__oracle__full__e1",
+                "c-1__oracle__no_memory__e1",
+                "c-1__oracle__full__e2",
+                "c-1__oracle__no_memory__e2"
+            ]
+        );
+        assert_eq!(m.groups(), ["oracle/full", "oracle/no_memory"]);
     }
 
     #[test]

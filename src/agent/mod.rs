@@ -43,8 +43,10 @@ pub struct CellPlan {
     pub profile: Profile,
     /// 1-based epoch.
     pub epoch: u32,
-    /// The agent's tunable behaviour.
+    /// The agent's tunable behaviour (with the cell's ablation applied).
     pub spec: Arc<AgentSpec>,
+    /// The ablation `spec` carries (`hcbench ablate`); empty for every other command.
+    pub ablation: String,
     /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, artifacts/ and workspace/.
     pub cell_dir: PathBuf,
 }
@@ -83,6 +85,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         step_budget: case.step_budget,
         epoch: plan.epoch,
         agent_spec: plan.spec.digest.clone(),
+        ablation: plan.ablation.clone(),
         hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
     })?;
 

@@ -54,6 +54,17 @@ pub struct SpecError {
     pub message: String,
 }
 
+/// The context ablations `hcbench ablate --context` knows, `full` (the reference) first.
+pub const ABLATIONS: &[&str] = &["full", "no_repomap", "no_memory", "no_policy_retry"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum AblationError {
+    #[error("ablation `{0}` is not built yet (context compaction does not exist in this hcbench); known ablations: {list}", list = ABLATIONS.join(", "))]
+    NotBuilt(String),
+    #[error("`{0}` is not an ablation; known ablations: {list}", list = ABLATIONS.join(", "))]
+    Unknown(String),
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpec {
@@ -134,6 +145,31 @@ impl AgentSpec {
         }
     }
 
+    /// This spec with one ablation applied ([`ABLATIONS`]). The digest stays the base spec's:
+    /// an ablation is a pure function of (spec, name), so the pair identifies the variant, and
+    /// the name is recorded next to the digest (manifest `ablations`, trace `run_started`).
+    /// Keeping the digest lets `--resume` check the base spec exactly as `matrix` does.
+    pub fn with_ablation(&self, name: &str) -> Result<AgentSpec, AblationError> {
+        let mut spec = self.clone();
+        match name {
+            "full" => {}
+            "no_repomap" => spec.repo_map = false,
+            "no_memory" => spec.memory = false,
+            // Today a denied call never ends the loop and an unparseable reply is retried up to
+            // `max_invalid_replies` times with a corrective message. Without policy retry the
+            // first unparseable reply ends the cell (1: the loop stops once one is seen in a
+            // row) and a denial is reported without its reason, so the model gets no corrective
+            // hint; the denied step is still spent, as in every variant.
+            "no_policy_retry" => {
+                spec.max_invalid_replies = 1;
+                spec.explain_denials = false;
+            }
+            "no_context_compaction" => return Err(AblationError::NotBuilt(name.to_string())),
+            other => return Err(AblationError::Unknown(other.to_string())),
+        }
+        Ok(spec)
+    }
+
     /// The description the model sees for `tool`.
     pub fn describe(&self, tool: Tool) -> &str {
         self.tool_descriptions.get(&tool).map(String::as_str).unwrap_or_else(|| tool.describe())
@@ -193,6 +229,22 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent");
         let loaded = AgentSpec::load(&dir).unwrap();
         assert_eq!(loaded.digest, AgentSpec::default().digest);
+    }
+
+    #[test]
+    fn ablations_switch_one_thing_and_keep_the_digest() {
+        let base = AgentSpec { repo_map: true, ..AgentSpec::default() };
+        assert_eq!(base.with_ablation("full").unwrap(), base);
+        assert!(!base.with_ablation("no_repomap").unwrap().repo_map);
+        assert!(!base.with_ablation("no_memory").unwrap().memory);
+        let s = base.with_ablation("no_policy_retry").unwrap();
+        assert_eq!((s.max_invalid_replies, s.explain_denials), (1, false));
+        for name in ABLATIONS {
+            assert_eq!(base.with_ablation(name).unwrap().digest, base.digest, "{name}");
+        }
+        let e = base.with_ablation("no_context_compaction").unwrap_err().to_string();
+        assert!(e.contains("not built yet"), "{e}");
+        assert!(base.with_ablation("no_brain").unwrap_err().to_string().contains("not an ablation"));
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn judge(
         });
     }
     for p in profiles {
-        let of: Vec<&CellSummary> = cells.iter().filter(|c| &c.profile == p).collect();
+        let of: Vec<&CellSummary> = cells.iter().filter(|c| c.group() == p.as_str()).collect();
         let planned = of.len().max(1) as f64;
         let verdicts = of.iter().filter(|c| c.outcome.is_some_and(Outcome::is_verdict)).count();
         let coverage = verdicts as f64 / planned;

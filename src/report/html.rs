@@ -546,9 +546,10 @@ fn totals_bar(outcomes: &[OutcomeCount], cells: usize) -> Vec<Segment> {
 /// profile is missing from the profile list, so the page has one square per run cell.
 fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
     let mut profiles: Vec<String> = report.profiles.clone();
-    for p in distinct(report.cells.iter().map(|c| c.profile.as_str())) {
-        if !profiles.iter().any(|q| q == p) {
-            profiles.push(p.to_string());
+    for c in &report.cells {
+        let p = c.group();
+        if !profiles.iter().any(|q| *q == p) {
+            profiles.push(p.into_owned());
         }
     }
     let rows = distinct(report.cells.iter().map(|c| c.case_id.as_str()))
@@ -558,7 +559,7 @@ fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
             let slots = profiles
                 .iter()
                 .map(|p| {
-                    let mut cells: Vec<&&CellSummary> = of_case.iter().filter(|c| &c.profile == p).collect();
+                    let mut cells: Vec<&&CellSummary> = of_case.iter().filter(|c| c.group() == p.as_str()).collect();
                     cells.sort_by_key(|c| c.epoch);
                     cells.into_iter().map(|c| heat_cell(c, &dom_ids[c.cell_id.as_str()], report.epochs)).collect()
                 })
@@ -576,7 +577,7 @@ fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
 fn heat_cell(c: &CellSummary, dom_id: &str, epochs: u32) -> HeatCell {
     let (outcome, words, glyph) = outcome_meta(c.outcome_label());
     let epoch = if epochs > 1 { format!(", epoch {}", c.epoch) } else { String::new() };
-    let label = format!("{} with {}{epoch}: {words}", c.case_id, c.profile);
+    let label = format!("{} with {}{epoch}: {words}", c.case_id, c.group());
     let reason = crate::util::truncate_str(&c.reason, TOOLTIP_REASON);
     let tooltip = if reason.is_empty() { label.clone() } else { format!("{label}. {reason}") };
     HeatCell { cell_id: c.cell_id.clone(), dom_id: dom_id.to_string(), outcome, glyph, label, tooltip }
@@ -619,7 +620,7 @@ fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> 
         cell_id: c.cell_id.clone(),
         dom_id: dom_id.to_string(),
         case_id: c.case_id.clone(),
-        profile: c.profile.clone(),
+        profile: c.group().into_owned(),
         epoch: c.epoch,
         category: c.category.clone(),
         model,
@@ -705,6 +706,7 @@ mod tests {
             budget_usd: None,
             min_coverage: None,
             fail_under: None,
+            ablations: Vec::new(),
         }
     }
 

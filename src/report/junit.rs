@@ -28,7 +28,7 @@ impl Exporter for Junit {
                 suite.add_property(("coverage", format!("{:.4}", s.coverage).as_str()));
             }
             suite.add_property(("power", report.power.sentence().as_str()));
-            for c in report.cells.iter().filter(|c| &c.profile == profile) {
+            for c in report.cells.iter().filter(|c| c.group() == profile.as_str()) {
                 let status = match c.outcome {
                     Some(Outcome::Passed) => TestCaseStatus::success(),
                     Some(Outcome::Failed) => {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::exit_policy::{self, Judgement, Thresholds};
 use crate::aggregate::{self, Comparison, GroupStats, Power};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
-use crate::rundir::{Manifest, RunDirError};
+use crate::rundir::{Manifest, PlannedCell, RunDirError};
 use crate::trace::event::{EventBody, Outcome};
 use crate::trace::{Event, read_trace};
 
@@ -121,10 +121,8 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
     let manifest = Manifest::read(run_dir)?;
     let planned = manifest.cell_ids();
     let trace_of = |cell_id: &str| run_dir.join("cells").join(cell_id).join("trace.jsonl");
-    let results: Vec<(CellSummary, Option<String>)> = planned
-        .par_iter()
-        .map(|(cell_id, case_id, profile)| load_cell(&trace_of(cell_id), cell_id, case_id, profile, &manifest))
-        .collect();
+    let results: Vec<(CellSummary, Option<String>)> =
+        planned.par_iter().map(|planned| load_cell(&trace_of(&planned.cell_id), planned, &manifest)).collect();
     let mut cells = Vec::with_capacity(results.len());
     let mut notes = Vec::new();
     for (summary, note) in results {
@@ -169,12 +167,20 @@ pub fn from_cells(
     timelines: Vec<Timeline>,
     notes: Vec<String>,
 ) -> MatrixReport {
-    let profile_stats = aggregate::by_profile(&manifest.profiles, &cells);
-    let category_stats = aggregate::by_category(&manifest.profiles, &cells);
-    let split_stats = aggregate::by_split(&manifest.profiles, &cells);
+    // The groups are the profiles, or `profile/ablation` in an ablate run: every table and
+    // comparison below is the same code for both.
+    let groups = manifest.groups();
+    let profile_stats = aggregate::by_profile(&groups, &cells);
+    let category_stats = aggregate::by_category(&groups, &cells);
+    let split_stats = aggregate::by_split(&groups, &cells);
     let epochs = manifest.epochs as usize;
-    let comparisons = aggregate::compare_all(&manifest.profiles, &cells, epochs);
-    let power = aggregate::power(&manifest.profiles, &cells, epochs);
+    let comparisons = if manifest.ablations.is_empty() {
+        aggregate::compare_all(&groups, &cells, epochs)
+    } else {
+        // Each ablation against `full` (the first of each profile), Holm across ablations.
+        aggregate::compare_with_first(&groups, &cells, epochs)
+    };
+    let power = aggregate::power(&groups, &cells, epochs);
     let mut notes = notes;
     let mut budget_cut = None;
     if let Some(budget) = manifest.budget_usd {
@@ -190,14 +196,14 @@ pub fn from_cells(
     let status = RunStatus::of(&cells);
     let resume_command = (status != RunStatus::Complete).then(|| resume_command(run_dir));
     let banner = resume_command.as_deref().map(|cmd| banner(status, &cells, budget_cut, cmd));
-    let verdict = exit_policy::judge(&manifest.command, status, &manifest.profiles, &cells, Thresholds::of(manifest));
+    let verdict = exit_policy::judge(&manifest.command, status, &groups, &cells, Thresholds::of(manifest));
     let failing = cells
         .iter()
         .filter(|c| c.outcome != Some(Outcome::Passed))
         .map(|c| FailingCell {
             cell_id: c.cell_id.clone(),
             case_id: c.case_id.clone(),
-            profile: c.profile.clone(),
+            profile: c.group().into_owned(),
             outcome: c.outcome_label().to_string(),
             reason: c.reason.clone(),
         })
@@ -207,7 +213,7 @@ pub fn from_cells(
         run_id: manifest.run_id.clone(),
         command: manifest.command.clone(),
         benchmark: manifest.benchmark.clone(),
-        profiles: manifest.profiles.clone(),
+        profiles: groups,
         epochs: manifest.epochs,
         started_at: manifest.started_at.clone(),
         status,
@@ -266,13 +272,8 @@ fn banner(status: RunStatus, cells: &[CellSummary], budget_cut: Option<f64>, res
 }
 
 /// The summary of one planned cell; a missing or unreadable trace becomes its own row.
-fn load_cell(
-    path: &Path,
-    cell_id: &str,
-    case_id: &str,
-    profile: &str,
-    manifest: &Manifest,
-) -> (CellSummary, Option<String>) {
+fn load_cell(path: &Path, planned: &PlannedCell, manifest: &Manifest) -> (CellSummary, Option<String>) {
+    let PlannedCell { cell_id, case_id, profile, ablation } = planned;
     let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
         run_id: manifest.run_id.clone(),
@@ -281,6 +282,7 @@ fn load_cell(
         category: manifest.category_of(case_id).unwrap_or_default(),
         split: manifest.split_of(case_id).unwrap_or_default(),
         profile: profile.to_string(),
+        ablation: ablation.to_string(),
         outcome,
         reason,
         stop_reason: "not_run".into(),

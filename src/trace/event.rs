@@ -194,6 +194,10 @@ pub enum EventBody {
         /// Digest of the agent spec (`agent/`) that drove this cell.
         #[serde(default)]
         agent_spec: String,
+        /// The ablation of the agent spec this cell ran (`hcbench ablate`); empty, and absent
+        /// from the line, for every other command.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        ablation: String,
         hcbench_version: String,
     },
     ContextPacked {
