@@ -27,6 +27,8 @@ pub enum Command {
     Run(RunArgs),
     /// Run cases x profiles x epochs in parallel and write comparison reports.
     Matrix(MatrixArgs),
+    /// One profile, the same cases, one agent-spec variant per ablation, in parallel; each ablation compared with `full`.
+    Ablate(AblateArgs),
     /// Before a matrix: its cell count, cost and time where known, and the smallest difference it could detect.
     Plan(PlanArgs),
     /// Re-render every report of a run directory from its traces alone.
@@ -135,6 +137,43 @@ pub struct MatrixArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AblateArgs {
+    /// Ablate the agent's context switches (the only ablation family so far; required).
+    #[arg(long, required = true)]
+    pub context: bool,
+    #[command(flatten)]
+    pub selection: Selection,
+    /// The one profile every ablation runs with.
+    #[arg(long, default_value = "oracle")]
+    pub profile: String,
+    /// Comma-separated ablations; `full` (the spec as is, the reference) is always run, first.
+    #[arg(long, value_delimiter = ',', default_value = "full,no_repomap,no_memory,no_policy_retry")]
+    pub ablations: Vec<String>,
+    /// Times each case runs per ablation.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub epochs: u32,
+    /// Cells running at once (default: number of cores).
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+    /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
+    #[arg(long, value_name = "PATH")]
+    pub models: Option<PathBuf>,
+    /// Run directory (default: workspace/runs/<run-id>).
+    #[arg(long, conflicts_with = "resume")]
+    pub out: Option<PathBuf>,
+    /// Finish an interrupted ablate run: keep cells with a complete trace, run the rest again.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Stop starting new cells once the run's model cost reaches this many US dollars.
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
 }

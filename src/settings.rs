@@ -15,7 +15,8 @@ use std::sync::Arc;
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
 use crate::cli::{
-    Cli, Format, ListArgs, MatrixArgs, PlanArgs, ReportFormat, RunArgs, Selection, ThresholdArgs, ValidateArgs,
+    AblateArgs, Cli, Format, ListArgs, MatrixArgs, MatrixShape, PlanArgs, ReportFormat, RunArgs, Selection,
+    ThresholdArgs, ValidateArgs,
 };
 use crate::environment::Environment;
 use crate::gate::config::Config;
@@ -103,6 +104,8 @@ pub enum MatrixStart {
         run_dir: PathBuf,
         budget_usd: Option<f64>,
         thresholds: Thresholds,
+        /// `hcbench ablate`: the ablations, `full` first (one profile); empty for `matrix`.
+        ablations: Vec<String>,
     },
     /// The run directory to finish and the profiles registry to re-resolve its profiles with.
     Resume { run_dir: PathBuf, profiles: Profiles },
@@ -273,10 +276,40 @@ impl Settings {
                     run_id,
                     budget_usd: args.budget_usd,
                     thresholds: thresholds(&args.thresholds)?,
+                    ablations: Vec::new(),
                 }
             }
         };
         Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.format, start })
+    }
+
+    /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every
+    /// ablation is checked here (an unknown or unbuilt one is a usage error before anything runs).
+    pub fn ablate(&self, args: AblateArgs) -> Result<MatrixSettings, SettingsError> {
+        let AblateArgs {
+            context: _,
+            selection,
+            profile,
+            ablations,
+            epochs,
+            jobs,
+            models,
+            out,
+            resume,
+            budget_usd,
+            format,
+            thresholds: threshold_args,
+        } = args;
+        let shape = MatrixShape { selection, profiles: vec![profile], epochs, jobs, models };
+        let matrix = MatrixArgs { shape, out, resume, budget_usd, format, thresholds: threshold_args };
+        let mut settings = self.matrix(matrix)?;
+        if let MatrixStart::New { spec, ablations: planned, .. } = &mut settings.start {
+            *planned = ablation_list(&ablations)?;
+            for a in planned.iter() {
+                spec.with_ablation(a).map_err(|e| SettingsError::Invalid(format!("--ablations: {e}")))?;
+            }
+        }
+        Ok(settings)
     }
 
     pub fn plan(&self, args: PlanArgs) -> Result<PlanSettings, SettingsError> {
@@ -329,6 +362,21 @@ pub fn thresholds(args: &ThresholdArgs) -> Result<Thresholds, SettingsError> {
         }
     }
     Ok(Thresholds { min_coverage: args.min_coverage.unwrap_or(DEFAULT_MIN_COVERAGE), fail_under: args.fail_under })
+}
+
+/// `--ablations` as planned: `full` first (added when left out: it is the reference), each
+/// name once, in the given order otherwise.
+fn ablation_list(given: &[String]) -> Result<Vec<String>, SettingsError> {
+    let mut out = vec!["full".to_string()];
+    for a in given.iter().map(|a| a.trim()) {
+        if a.is_empty() {
+            return Err(SettingsError::Invalid("--ablations: an empty name; give e.g. full,no_memory".into()));
+        }
+        if !out.iter().any(|x| x == a) {
+            out.push(a.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// Worker count: the flag, else the config's `jobs`, else the number of cores.

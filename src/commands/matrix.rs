@@ -1,4 +1,5 @@
-//! `hcbench matrix`: cases x profiles x epochs in parallel, then every report.
+//! `hcbench matrix`: cases x profiles x epochs in parallel, then every report. `hcbench ablate`
+//! is the same run with ablations of the agent spec as a second axis (src/commands/ablate.rs).
 //!
 //! The exit code is the report's verdict under the exit policy (src/report/exit_policy.rs):
 //! 0 when coverage, the control arm and any `--fail-under` floor hold, whatever the pass rates
@@ -24,9 +25,9 @@ use crate::settings::{MatrixSettings, MatrixStart};
 pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let (run, bench, profiles, spec, kept) = match s.start {
-        MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds } => {
+        MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds, ablations } => {
             let plan = Plan {
-                command: "matrix",
+                command: if ablations.is_empty() { "matrix" } else { "ablate" },
                 run_id: &run_id,
                 profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
                 epochs,
@@ -38,6 +39,7 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
             manifest.budget_usd = budget_usd;
             manifest.min_coverage = Some(thresholds.min_coverage);
             manifest.fail_under = thresholds.fail_under;
+            manifest.ablations = ablations;
             (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new())
         }
         MatrixStart::Resume { run_dir, profiles: registry } => {
@@ -64,10 +66,22 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
 
     let m = run.manifest();
     let kept_ids: BTreeSet<&str> = kept.iter().map(|s| s.cell_id.as_str()).collect();
-    let cells: Vec<_> = engine::plan(&m.run_id, run.path(), &bench, &m.case_ids(), &profiles, m.epochs, &spec)
-        .into_iter()
-        .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
-        .collect();
+    // One spec per ablation (`hcbench ablate`), or the spec alone (no ablation in the cell ids).
+    let variants = if m.ablations.is_empty() {
+        vec![(String::new(), spec)]
+    } else {
+        let mut v = Vec::new();
+        for a in &m.ablations {
+            let applied = spec.with_ablation(a).map_err(|e| CommandError::Usage(format!("run {}: {e}", m.run_id)))?;
+            v.push((a.clone(), Arc::new(applied)));
+        }
+        v
+    };
+    let cells: Vec<_> =
+        engine::plan_variants(&m.run_id, run.path(), &bench, &m.case_ids(), &profiles, &variants, m.epochs)
+            .into_iter()
+            .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
+            .collect();
     if !kept.is_empty() {
         progress.event(EngineEvent::CellsKept { count: kept.len() });
     }

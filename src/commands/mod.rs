@@ -3,6 +3,7 @@
 //! user can fix (exit 2) vs. hcbench failing (exit 3). This is the only layer that reads the
 //! process environment ([`Environment::capture`]).
 
+mod ablate;
 mod gate;
 mod list;
 mod matrix;
@@ -72,6 +73,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
     match cli.command {
         Command::Run(args) => run::run(&settings, settings.run(args)?),
         Command::Matrix(args) => matrix::matrix(settings.matrix(args)?),
+        Command::Ablate(args) => ablate::ablate(settings.ablate(args)?),
         Command::Plan(args) => plan::plan(settings.plan(args)?),
         Command::Report(args) => report::report(args),
         Command::Replay(args) => replay::replay(args),

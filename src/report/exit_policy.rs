@@ -171,7 +171,7 @@ pub fn judge(
                 ),
             });
         }
-        if p == CONTROL_ARM {
+        if is_control_arm(p) {
             let ran = of.iter().filter(|c| c.outcome.is_some_and(|o| o != Outcome::Cancelled));
             let (ran, not_passed): (Vec<_>, Vec<_>) = (ran.clone().collect(), ran.filter(|c| !passed(c)).collect());
             if !not_passed.is_empty() {
@@ -222,9 +222,15 @@ pub fn judge(
         exit_code: findings.first().map_or(exit::SUCCESS, |f| f.check.exit_code()),
         min_coverage: thresholds.min_coverage,
         fail_under: thresholds.fail_under,
-        control_arm: profiles.iter().find(|p| *p == CONTROL_ARM).cloned(),
+        control_arm: profiles.iter().find(|p| is_control_arm(p)).cloned(),
         findings,
     }
+}
+
+/// The control arm is the `oracle` profile, and in an ablate run every `oracle/<ablation>`
+/// group: the oracle must pass under every ablation.
+fn is_control_arm(group: &str) -> bool {
+    group.split_once('/').map_or(group, |(profile, _)| profile) == CONTROL_ARM
 }
 
 fn passed(c: &CellSummary) -> bool {
