@@ -71,6 +71,7 @@ fn main() {
         step_budget: u32::MAX,
         epoch: 1,
         agent_spec: "0".repeat(64),
+        ablation: String::new(),
         hcbench_version: "bench".into(),
     })
     .unwrap();

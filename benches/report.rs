@@ -41,6 +41,7 @@ fn main() {
         budget_usd: None,
         min_coverage: None,
         fail_under: None,
+        ablations: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();
@@ -48,7 +49,7 @@ fn main() {
     let mut bytes = 0u64;
     for (i, case) in manifest.cases.iter().enumerate() {
         for (j, p) in profiles.iter().enumerate() {
-            let id = cell_id(&case.id, p, 1, 1);
+            let id = cell_id(&case.id, p, "", 1, 1);
             let cdir = run_dir.join("cells").join(&id);
             std::fs::create_dir_all(&cdir).unwrap();
             let path = cdir.join("trace.jsonl");
@@ -63,6 +64,7 @@ fn main() {
                 step_budget: 20,
                 epoch: 1,
                 agent_spec: String::new(),
+                ablation: String::new(),
                 hcbench_version: "bench".into(),
             })
             .unwrap();
