@@ -3,6 +3,7 @@
 //! reads like a user session: build a command, run it, check what the user would see (exit
 //! code, stdout, files on disk).
 
+mod ablate;
 mod bench;
 mod exit_policy;
 mod gate;
