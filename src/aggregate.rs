@@ -719,6 +719,28 @@ mod tests {
     }
 
     #[test]
+    fn ablations_are_grouped_as_profile_slash_ablation_and_compared_with_full_only() {
+        // One profile under three ablations: `no_memory` fails every case. Holm counts the two
+        // comparisons with `full`, not the three pairs.
+        let mut cells = Vec::new();
+        for i in 0..6 {
+            for a in ["full", "no_memory", "no_repomap"] {
+                let mut c = cell(&format!("c{i}"), "p", pass_or_fail(a != "no_memory"));
+                c.ablation = a.into();
+                cells.push(c);
+            }
+        }
+        let groups = names(&["p/full", "p/no_memory", "p/no_repomap"]);
+        let stats = by_profile(&groups, &cells);
+        assert_eq!(stats.iter().map(|s| (s.cells, s.passed)).collect::<Vec<_>>(), [(6, 6), (6, 0), (6, 6)]);
+        let cmp = compare_with_first(&groups, &cells, 1);
+        let pairs: Vec<(&str, &str)> = cmp.iter().map(|c| (c.a.as_str(), c.b.as_str())).collect();
+        assert_eq!(pairs, [("p/full", "p/no_memory"), ("p/full", "p/no_repomap")]);
+        assert!(cmp.iter().all(|c| c.adjusted_over == 2 && c.cases == 6), "{cmp:?}");
+        assert_eq!((cmp[0].p_value, cmp[0].p_adjusted), (0.03125, 0.0625));
+    }
+
+    #[test]
     fn per_split_breakdown_uses_the_same_intervals() {
         let mut cells = Vec::new();
         for i in 0..6 {

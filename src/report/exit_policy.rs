@@ -306,6 +306,20 @@ mod tests {
     }
 
     #[test]
+    fn the_oracle_is_the_control_arm_under_every_ablation() {
+        let ablated =
+            |ablation: &str, outcome| CellSummary { ablation: ablation.into(), ..cell("oracle", "a", outcome) };
+        let cells = [ablated("full", P), ablated("no_memory", F)];
+        let groups = profiles(&["oracle/full", "oracle/no_memory"]);
+        let j = judge("ablate", RunStatus::Complete, &groups, &cells, Thresholds::default());
+        assert_eq!(j.exit_code, exit::CONTROL_ARM_FAILED);
+        assert_eq!(j.findings[0].profile.as_deref(), Some("oracle/no_memory"));
+        assert_eq!(j.control_arm.as_deref(), Some("oracle/full"));
+        let passing = [ablated("full", P), ablated("no_memory", P)];
+        assert_eq!(judge("ablate", RunStatus::Complete, &groups, &passing, Thresholds::default()).exit_code, 0);
+    }
+
+    #[test]
     fn harness_errors_everywhere_are_a_coverage_failure_before_a_control_arm_failure() {
         let cells = [cell("oracle", "a", H), cell("oracle", "b", H)];
         let j = judge("matrix", RunStatus::Complete, &profiles(&["oracle"]), &cells, Thresholds::default());
