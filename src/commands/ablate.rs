@@ -8,8 +8,19 @@
 //! are `profile/ablation` and each ablation is compared with `full`.
 
 use super::CommandError;
-use crate::settings::MatrixSettings;
+use crate::rundir::Manifest;
+use crate::settings::{MatrixSettings, MatrixStart};
 
 pub fn ablate(s: MatrixSettings) -> Result<i32, CommandError> {
+    // `ablate --resume` of a matrix run would silently finish a matrix; say which command does.
+    if let MatrixStart::Resume { run_dir, .. } = &s.start
+        && Manifest::read(run_dir)?.ablations.is_empty()
+    {
+        return Err(CommandError::Usage(format!(
+            "{} is not an ablate run (its manifest has no ablations); finish it with `hcbench matrix --resume {}`",
+            run_dir.display(),
+            run_dir.display()
+        )));
+    }
     super::matrix::matrix(s)
 }

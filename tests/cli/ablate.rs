@@ -148,4 +148,15 @@ fn an_interrupted_ablate_run_resumes_with_its_ablations() {
     assert_eq!(std::fs::read(run_dir.join("cells/good__oracle__full/trace.jsonl")).unwrap(), kept_trace);
     let rerun = std::fs::read_to_string(&cut).unwrap();
     assert!(rerun.lines().any(|l| l.contains("\"ablation\":\"no_memory\"")), "the re-run cell keeps its ablation");
+
+    // A matrix run is not finished by `ablate`.
+    let matrix_dir = s.path().join("m");
+    Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&matrix_dir).run().code(0);
+    Test::new()
+        .root(s.path())
+        .args(&["ablate", "--context", "--resume"])
+        .arg_path(&matrix_dir)
+        .run()
+        .code(2)
+        .stderr_has("is not an ablate run");
 }
