@@ -120,10 +120,10 @@ pub struct MatrixShape {
     pub models: Option<PathBuf>,
 }
 
+/// How a matrix-like run is kept: where, resumed from where, within which budget, printed how,
+/// judged by which thresholds. Shared by `matrix` and `ablate`.
 #[derive(Debug, Args)]
-pub struct MatrixArgs {
-    #[command(flatten)]
-    pub shape: MatrixShape,
+pub struct RunControl {
     /// Run directory (default: workspace/runs/<run-id>).
     #[arg(long, conflicts_with = "resume")]
     pub out: Option<PathBuf>,
@@ -139,6 +139,14 @@ pub struct MatrixArgs {
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    #[command(flatten)]
+    pub shape: MatrixShape,
+    #[command(flatten)]
+    pub control: RunControl,
 }
 
 #[derive(Debug, Args)]
@@ -163,19 +171,8 @@ pub struct AblateArgs {
     /// Model profiles file (default: $HCBENCH_MODELS, else models.toml in the root).
     #[arg(long, value_name = "PATH")]
     pub models: Option<PathBuf>,
-    /// Run directory (default: workspace/runs/<run-id>).
-    #[arg(long, conflicts_with = "resume")]
-    pub out: Option<PathBuf>,
-    /// Finish an interrupted ablate run: keep cells with a complete trace, run the rest again.
-    #[arg(long, value_name = "RUN_DIR")]
-    pub resume: Option<PathBuf>,
-    /// Stop starting new cells once the run's model cost reaches this many US dollars.
-    #[arg(long, value_name = "USD")]
-    pub budget_usd: Option<f64>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: ReportFormat,
     #[command(flatten)]
-    pub thresholds: ThresholdArgs,
+    pub control: RunControl,
 }
 
 #[derive(Debug, Args)]

@@ -250,9 +250,9 @@ impl Settings {
     pub fn matrix(&self, args: MatrixArgs) -> Result<MatrixSettings, SettingsError> {
         let jobs = jobs(args.shape.jobs, None)?;
         let profiles = self.profiles(args.shape.models.as_deref(), None)?;
-        let start = match args.resume {
+        let start = match args.control.resume {
             Some(run_dir) => {
-                if args.thresholds.min_coverage.is_some() || args.thresholds.fail_under.is_some() {
+                if args.control.thresholds.min_coverage.is_some() || args.control.thresholds.fail_under.is_some() {
                     return Err(SettingsError::Invalid(format!(
                         "--min-coverage and --fail-under are part of a run's plan; `--resume {}` keeps the ones the run started with (judge it by others with a new run)",
                         run_dir.display()
@@ -261,7 +261,7 @@ impl Settings {
                 MatrixStart::Resume { run_dir, profiles }
             }
             None => {
-                if let Some(b) = args.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
+                if let Some(b) = args.control.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {
                     return Err(SettingsError::Invalid(format!(
                         "--budget-usd {b}: give a positive number of US dollars"
                     )));
@@ -272,36 +272,23 @@ impl Settings {
                     profiles: profiles.resolve_list(&args.shape.profiles)?,
                     spec: self.spec()?,
                     epochs: args.shape.epochs,
-                    run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
+                    run_dir: self.run_dir(args.control.out.as_deref(), "runs", &run_id),
                     run_id,
-                    budget_usd: args.budget_usd,
-                    thresholds: thresholds(&args.thresholds)?,
+                    budget_usd: args.control.budget_usd,
+                    thresholds: thresholds(&args.control.thresholds)?,
                     ablations: Vec::new(),
                 }
             }
         };
-        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.format, start })
+        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start })
     }
 
     /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every
     /// ablation is checked here (an unknown or unbuilt one is a usage error before anything runs).
     pub fn ablate(&self, args: AblateArgs) -> Result<MatrixSettings, SettingsError> {
-        let AblateArgs {
-            context: _,
-            selection,
-            profile,
-            ablations,
-            epochs,
-            jobs,
-            models,
-            out,
-            resume,
-            budget_usd,
-            format,
-            thresholds: threshold_args,
-        } = args;
+        let AblateArgs { context: _, selection, profile, ablations, epochs, jobs, models, control } = args;
         let shape = MatrixShape { selection, profiles: vec![profile], epochs, jobs, models };
-        let matrix = MatrixArgs { shape, out, resume, budget_usd, format, thresholds: threshold_args };
+        let matrix = MatrixArgs { shape, control };
         let mut settings = self.matrix(matrix)?;
         if let MatrixStart::New { spec, ablations: planned, .. } = &mut settings.start {
             *planned = ablation_list(&ablations)?;
