@@ -357,9 +357,15 @@ pub fn by_split(profiles: &[String], cells: &[CellSummary]) -> Vec<GroupStats> {
     out
 }
 
+/// The measured pass indicators per case of `cells` (infrastructure errors left out), as the
+/// comparisons and the power statement use them; `plan` reads a past run with it too.
+pub(crate) fn measured_passes<'a>(cells: impl Iterator<Item = &'a CellSummary>) -> BTreeMap<String, Vec<f64>> {
+    case_passes(cells, true)
+}
+
 /// The measured per-case values of each profile (infrastructure errors left out), in order.
 fn measured(profiles: &[String], cells: &[CellSummary]) -> Vec<BTreeMap<String, Vec<f64>>> {
-    profiles.iter().map(|p| case_passes(cells.iter().filter(|c| c.group() == p.as_str()), true)).collect()
+    profiles.iter().map(|p| measured_passes(cells.iter().filter(|c| c.group() == p.as_str()))).collect()
 }
 
 /// One profile's variance over some cases, and the measured cells behind it.

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use crate::replay::CellSummary;
 
-/// What the engine tells its sinks.
-#[derive(Debug)]
+/// What the engine tells its sinks. It only borrows, so it is `Copy`: a fan-out hands the same
+/// event to every sink.
+#[derive(Debug, Clone, Copy)]
 pub enum EngineEvent<'a> {
     RunStarted {
         run_id: &'a str,
@@ -66,23 +67,8 @@ impl Fanout {
 
 impl EngineSink for Fanout {
     fn event(&self, event: EngineEvent<'_>) {
-        // EngineEvent only borrows, so re-building it per sink is cheap; it is not Clone
-        // because a reference to a summary must not outlive the call.
         for sink in &self.sinks {
-            sink.event(match &event {
-                EngineEvent::RunStarted { run_id, run_dir, cells, profiles } => {
-                    EngineEvent::RunStarted { run_id, run_dir, cells: *cells, profiles }
-                }
-                EngineEvent::CellStarted { cell_id } => EngineEvent::CellStarted { cell_id },
-                EngineEvent::CellFinished { summary, done, total } => {
-                    EngineEvent::CellFinished { summary, done: *done, total: *total }
-                }
-                EngineEvent::CellsKept { count } => EngineEvent::CellsKept { count: *count },
-                EngineEvent::BudgetSpent { spent_usd, budget_usd } => {
-                    EngineEvent::BudgetSpent { spent_usd: *spent_usd, budget_usd: *budget_usd }
-                }
-                EngineEvent::Cancelling => EngineEvent::Cancelling,
-            });
+            sink.event(event);
         }
     }
 }

@@ -173,9 +173,18 @@ impl Settings {
         }
     }
 
-    /// Every profile a command may name, with the models file parsed and checked once.
-    pub fn profiles(&self, flag: Option<&Path>, config: Option<&Path>) -> Result<Profiles, SettingsError> {
-        let file = self.models_file(flag, config)?;
+    /// Every profile a command may name, with the models file parsed and checked once. The file
+    /// is read only when one of `names` can come from it (`None`: not known yet, as for a
+    /// resume): the fixed built-ins never do, so a stale or broken models.toml does not stop an
+    /// oracle run, as it never did.
+    pub fn profiles(
+        &self,
+        flag: Option<&Path>,
+        config: Option<&Path>,
+        names: Option<&[String]>,
+    ) -> Result<Profiles, SettingsError> {
+        let needed = names.is_none_or(|n| n.iter().any(|name| Profiles::may_name_a_model(name.trim())));
+        let file = if needed { self.models_file(flag, config)? } else { None };
         Ok(Profiles::load(&self.root, file.as_deref(), &self.env)?)
     }
 
@@ -231,7 +240,7 @@ impl Settings {
 
     pub fn run(&self, args: RunArgs) -> Result<RunSettings, SettingsError> {
         let selected = self.select(&args.selection)?;
-        let profiles = self.profiles(args.models.as_deref(), None)?;
+        let profiles = self.profiles(args.models.as_deref(), None, Some(std::slice::from_ref(&args.profile)))?;
         let profile = self.profile(&profiles, &args.profile, args.script.as_deref())?;
         let run_id = crate::rundir::new_run_id();
         Ok(RunSettings {
@@ -249,7 +258,8 @@ impl Settings {
 
     pub fn matrix(&self, args: MatrixArgs) -> Result<MatrixSettings, SettingsError> {
         let jobs = jobs(args.shape.jobs, None)?;
-        let profiles = self.profiles(args.shape.models.as_deref(), None)?;
+        let names = args.control.resume.is_none().then_some(args.shape.profiles.as_slice());
+        let profiles = self.profiles(args.shape.models.as_deref(), None, names)?;
         let start = match args.control.resume {
             Some(run_dir) => {
                 if args.control.thresholds.min_coverage.is_some() || args.control.thresholds.fail_under.is_some() {
@@ -309,7 +319,7 @@ impl Settings {
             }
             v => Ok(v),
         };
-        let profiles = self.profiles(args.shape.models.as_deref(), None)?;
+        let profiles = self.profiles(args.shape.models.as_deref(), None, Some(&args.shape.profiles))?;
         Ok(PlanSettings {
             selected: self.select(&args.shape.selection)?,
             profiles: profiles.resolve_list(&args.shape.profiles)?,

@@ -36,7 +36,11 @@ pub fn gate(settings: &Settings, args: GateArgs) -> Result<i32, CommandError> {
 fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, CommandError> {
     let config = settings.config(args.config.as_deref())?;
     let wait = wait(args.wait)?;
-    let profiles = settings.profiles(args.models.as_deref(), config.models.as_deref())?;
+    let profiles = settings.profiles(
+        args.models.as_deref(),
+        config.models.as_deref(),
+        Some(std::slice::from_ref(&config.profile)),
+    )?;
     // Whether a profile that does not load is the candidate's fault is the gate's call.
     let profile = settings.profile(&profiles, &config.profile, None).map_err(|e| e.to_string());
     Ok(GateSettings {

@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::GateError;
 use super::event::{LiveEvent, LiveSink};
@@ -84,6 +83,9 @@ impl Runner {
         spec: &Arc<AgentSpec>,
         epochs: u32,
     ) -> Result<Option<Vec<CellSummary>>, GateError> {
+        if self.is_cancelled() {
+            return Ok(None);
+        }
         let run_id = &self.run_id;
         let plan = Plan {
             command: "gate",
@@ -96,9 +98,6 @@ impl Runner {
         };
         let run = RunDir::create(run_dir, Manifest::new(plan, &self.root, bench, case_ids))?;
         let cells = engine::plan(run_id, run.path(), bench, case_ids, std::slice::from_ref(profile), epochs, spec);
-        if self.is_cancelled() {
-            return Ok(None);
-        }
         let progress = Arc::new(TrainProgress(self.live.clone()));
         let done = self.session.execute_run(&run, cells, self.jobs, progress, None)?;
         Ok((!done.cancelled).then_some(done.summaries))
@@ -122,8 +121,8 @@ impl Runner {
             per_arm.push(engine::plan(&arm.run_id, &arm.dir, bench, case_ids, profiles, epochs, &arm.spec).into_iter());
         }
         let cells = interleave(per_arm);
-        let progress = TestProgress { live: self.live.clone(), done: AtomicUsize::new(0), total: cells.len() };
-        let Some(summaries) = self.execute("gate", private, cells, Arc::new(progress)) else {
+        let progress = Arc::new(TestProgress(self.live.clone()));
+        let Some(summaries) = self.execute("gate", private, cells, progress) else {
             return Ok(None);
         };
         let mut by_arm: Vec<Vec<CellSummary>> = arms.iter().map(|_| Vec::new()).collect();
@@ -178,17 +177,12 @@ impl EngineSink for TrainProgress {
 }
 
 /// Progress of test cells: a count only. Which test case passed or failed is never passed on.
-struct TestProgress {
-    live: Arc<dyn LiveSink>,
-    done: AtomicUsize,
-    total: usize,
-}
+struct TestProgress(Arc<dyn LiveSink>);
 
 impl EngineSink for TestProgress {
     fn event(&self, event: EngineEvent<'_>) {
-        if let EngineEvent::CellFinished { .. } = event {
-            let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-            self.live.live(LiveEvent::TestCells { done, total: self.total });
+        if let EngineEvent::CellFinished { done, total, .. } = event {
+            self.0.live(LiveEvent::TestCells { done, total });
         }
     }
 }

@@ -53,6 +53,12 @@ impl Profiles {
         Ok(Profiles { root: root.to_path_buf(), env: env.clone(), file })
     }
 
+    /// False for the fixed built-ins (`oracle`, `nop`, `scripted`, `scripted:PATH`), which no
+    /// models file can define or override; true for every other name.
+    pub fn may_name_a_model(name: &str) -> bool {
+        !matches!(name, "oracle" | "nop" | "scripted") && !name.starts_with("scripted:")
+    }
+
     /// Resolves one profile name; `scripted:PATH` is taken relative to the root.
     pub fn resolve(&self, name: &str) -> Result<Profile, ProfileError> {
         self.resolve_at(name, &self.root)

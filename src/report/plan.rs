@@ -10,18 +10,13 @@
 //! baseline pass rate (0.5, the worst case, unless `--baseline-rate` or `--from` says
 //! otherwise).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::model::MatrixReport;
+use crate::aggregate::{ALPHA, POWER, measured_passes};
 use crate::stats::power::{self, Variance};
-use crate::trace::event::Outcome;
-
-/// Error rate and power of every statement here (and of the reports' comparisons).
-pub const ALPHA: f64 = 0.05;
-pub const POWER: f64 = 0.8;
 
 /// A profile as the plan sees it.
 pub struct PlannedProfile {
@@ -159,13 +154,7 @@ pub fn build(input: &PlanInput<'_>) -> PlanReport {
 
 /// Pass/fail values per case of one profile in a finished run; only cells with a verdict.
 fn per_case(report: &MatrixReport, profile: &str) -> Vec<Vec<f64>> {
-    let mut by_case: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for c in report.cells.iter().filter(|c| c.profile == profile) {
-        if let Some(o @ (Outcome::Passed | Outcome::Failed)) = c.outcome {
-            by_case.entry(&c.case_id).or_default().push(if o == Outcome::Passed { 1.0 } else { 0.0 });
-        }
-    }
-    by_case.into_values().collect()
+    measured_passes(report.cells.iter().filter(|c| c.profile == profile)).into_values().collect()
 }
 
 /// The largest observed variance among the planned profiles that the past run has (the

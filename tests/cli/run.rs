@@ -382,3 +382,18 @@ fn dotenv_in_the_project_root_is_read_when_hcbench_runs_from_elsewhere() {
     assert_eq!(out.status.code(), Some(2), "without .env the profile is unknown");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown profile `viadotenv`"));
 }
+
+#[test]
+fn a_broken_models_file_does_not_stop_an_oracle_run_but_stops_a_model_profile() {
+    // The fixed built-ins never come from models.toml, so the file is not even read for them.
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    s.write("models.toml", "[broken\n");
+    Test::new().root(s.path()).args(&["run", "--benchmark", "demo"]).run().code(0);
+    Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--profile", "local"])
+        .run()
+        .code(2)
+        .stderr_has("is not valid TOML");
+}
