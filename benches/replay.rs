@@ -15,17 +15,27 @@ fn step_events(step: u32) -> Vec<EventBody> {
     vec![
         EventBody::ContextPacked {
             step,
-            sections: ["system", "task", "tools", "memory", "observations"]
+            mode: "memory".into(),
+            sections: ["system", "task", "tools", "repo_map", "packed", "observations", "memory", "status"]
                 .iter()
-                .map(|n| ContextSection { name: n.to_string(), chars: 1200, budget: 4000, cut: 0, dropped: 0 })
+                .map(|n| ContextSection {
+                    name: n.to_string(),
+                    chars: 1200,
+                    tokens: 300,
+                    raw_tokens: 300,
+                    budget: 1000,
+                    ..Default::default()
+                })
                 .collect(),
-            total_chars: 6000,
+            total_chars: 9600,
+            total_tokens: 2400,
+            budget_tokens: 12000,
         },
         EventBody::ModelAction {
             step,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "src/module.py", "start_line": 10, "end_line": 80}),
-            usage: Some(Usage { input_tokens: 1800, output_tokens: 40 }),
+            usage: Some(Usage { input_tokens: 1800, output_tokens: 40, ..Default::default() }),
             latency_ms: 900,
         },
         EventBody::PolicyDecision {

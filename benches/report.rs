@@ -73,7 +73,7 @@ fn main() {
                     step,
                     tool: "read_file".into(),
                     args: serde_json::json!({"path": "a.py"}),
-                    usage: Some(Usage { input_tokens: 900, output_tokens: 30 }),
+                    usage: Some(Usage { input_tokens: 900, output_tokens: 30, ..Default::default() }),
                     latency_ms: 700,
                 })
                 .unwrap();

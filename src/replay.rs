@@ -526,7 +526,13 @@ impl Lean {
                     elapsed_ms: *elapsed_ms,
                 })
             }
-            EventBody::ContextPacked { .. } | EventBody::StateUpdated { .. } => LeanBody::Other,
+            EventBody::ContextPacked { .. }
+            | EventBody::StateUpdated { .. }
+            | EventBody::MemoryUpdated { .. }
+            | EventBody::RepoMapBuilt { .. }
+            | EventBody::RepoMapUsed { .. }
+            | EventBody::ContextCompacted { .. }
+            | EventBody::PolicyRetry { .. } => LeanBody::Other,
         };
         Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind(), body }
     }
@@ -558,7 +564,13 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             LeanBody::VerifierResult { passed: v.passed, metrics: v.metrics }
         }
         EventKind::RunFinished => LeanBody::RunFinished(LeanRunFinished::deserialize(d)?),
-        EventKind::ContextPacked | EventKind::StateUpdated => {
+        EventKind::ContextPacked
+        | EventKind::StateUpdated
+        | EventKind::MemoryUpdated
+        | EventKind::RepoMapBuilt
+        | EventKind::RepoMapUsed
+        | EventKind::ContextCompacted
+        | EventKind::PolicyRetry => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -665,7 +677,7 @@ mod tests {
             step: 1,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "a.py"}),
-            usage: Some(Usage { input_tokens: 7, output_tokens: 3 }),
+            usage: Some(Usage { input_tokens: 7, output_tokens: 3, ..Default::default() }),
             latency_ms: 1,
         })
         .unwrap();
@@ -735,7 +747,7 @@ mod tests {
     /// a new kind does not compile until it has an example here, and the test below then runs
     /// it through the writer and both readers.
     fn examples(kind: EventKind) -> Vec<EventBody> {
-        let usage = Some(Usage { input_tokens: 100, output_tokens: 10 });
+        let usage = Some(Usage { input_tokens: 100, output_tokens: 10, ..Default::default() });
         match kind {
             EventKind::RunStarted => vec![EventBody::RunStarted {
                 benchmark: "b".into(),
@@ -758,14 +770,55 @@ mod tests {
             }],
             EventKind::ContextPacked => vec![EventBody::ContextPacked {
                 step: 1,
+                mode: "memory".into(),
                 sections: vec![crate::trace::event::ContextSection {
-                    name: "task".into(),
+                    name: "observations".into(),
                     chars: 10,
-                    budget: 20,
+                    tokens: 3,
+                    raw_tokens: 9,
+                    budget: 5,
+                    reduced: true,
                     cut: 0,
                     dropped: 1,
+                    dropped_blocks: vec!["step-1".into()],
                 }],
                 total_chars: 10,
+                total_tokens: 3,
+                budget_tokens: 100,
+            }],
+            EventKind::MemoryUpdated => vec![EventBody::MemoryUpdated {
+                step: 1,
+                changes: vec![crate::trace::event::MemoryChange {
+                    block: "explored_files".into(),
+                    added: vec!["a.py".into()],
+                    removed: vec![],
+                }],
+            }],
+            EventKind::RepoMapBuilt => vec![EventBody::RepoMapBuilt {
+                files: 3,
+                symbols: 7,
+                skipped: 1,
+                parsers: [("regex".to_string(), 3)].into(),
+                duration_ms: 2,
+            }],
+            EventKind::RepoMapUsed => vec![EventBody::RepoMapUsed {
+                step: 1,
+                via: "context".into(),
+                query: "fix a".into(),
+                files: vec!["a.py".into()],
+                tokens: 40,
+            }],
+            EventKind::ContextCompacted => vec![EventBody::ContextCompacted {
+                step: 5,
+                folded_steps: vec![1, 2],
+                folded_tokens: 300,
+                summary_tokens: 40,
+                carried: [("recent_reads".to_string(), vec!["a.py".to_string()])].into(),
+            }],
+            EventKind::PolicyRetry => vec![EventBody::PolicyRetry {
+                step: 4,
+                cause: "denied".into(),
+                message: "denied by policy: secret".into(),
             }],
             EventKind::ModelAction => vec![EventBody::ModelAction {
                 step: 1,
@@ -903,7 +956,7 @@ mod tests {
                 assert_eq!(wire["kind"], kind.as_str(), "the serde tag of {kind:?} is its table entry");
             }
         }
-        assert_eq!(EventKind::from_tag("memory_updated"), None);
+        assert_eq!(EventKind::from_tag("subagent_spawned"), None);
     }
 
     #[test]
@@ -959,19 +1012,19 @@ mod tests {
         insert_after_first(
             &path,
             &[
-                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{"step":1,"notes":["x"]}}"#,
+                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"subagent_spawned","data":{"step":1,"notes":["x"]}}"#,
                 // Another writer's field order: the payload before the kind.
                 r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"checkpoint"}"#,
-                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":3,"ts":"t","kind":"memory_updated","data":null}"#,
+                r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":3,"ts":"t","kind":"subagent_spawned","data":null}"#,
             ],
         );
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean);
-        let skipped: BTreeMap<String, u64> = [("checkpoint".into(), 1), ("memory_updated".into(), 2)].into();
+        let skipped: BTreeMap<String, u64> = [("checkpoint".into(), 1), ("subagent_spawned".into(), 2)].into();
         assert_eq!(lean.skipped_events, skipped);
         assert_eq!(CellSummary { skipped_events: BTreeMap::new(), ..lean.clone() }, before, "nothing else changed");
         let note = lean.skipped_note().unwrap();
-        assert!(note.contains("skipped 3 event(s)") && note.contains("2 memory_updated"), "{note}");
+        assert!(note.contains("skipped 3 event(s)") && note.contains("2 subagent_spawned"), "{note}");
         assert_eq!(before.skipped_note(), None);
 
         // The count survives results.jsonl, and a results line without the field still reads.
@@ -983,7 +1036,7 @@ mod tests {
 
         // A cell resumed later must not mix formats in one trace.
         let err = TraceWriter::append_to(&path, "r", "c").err().unwrap().to_string();
-        assert!(err.contains("memory_updated") && err.contains("upgrade hcbench"), "{err}");
+        assert!(err.contains("subagent_spawned") && err.contains("upgrade hcbench"), "{err}");
     }
 
     #[test]
@@ -991,9 +1044,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = sample(dir.path());
         let newer = [
-            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{}}"#,
-            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"model_retry","data":{"step":1}}"#,
-            r#"{"schema_version":2,"moved":{"kind":"model_retry"}}"#,
+            r#"{"schema_version":3,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"subagent_spawned","data":{}}"#,
+            r#"{"schema_version":3,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"model_retry","data":{"step":1}}"#,
+            r#"{"schema_version":3,"moved":{"kind":"model_retry"}}"#,
         ];
         for line in newer {
             let path = dir.path().join("newer.jsonl");
@@ -1003,7 +1056,7 @@ mod tests {
             let full = crate::trace::read_trace(&path).unwrap_err().to_string();
             for msg in [lean, full] {
                 assert!(msg.contains(&*path.to_string_lossy()), "{msg}");
-                assert!(msg.contains("line 2 has schema_version 2") && msg.contains("upgrade hcbench"), "{msg}");
+                assert!(msg.contains("line 2 has schema_version 3") && msg.contains("upgrade hcbench"), "{msg}");
             }
         }
         assert!(replay_trace(&path).is_ok());
@@ -1017,7 +1070,7 @@ mod tests {
             "not json",
             r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","data":{}}"#,
             r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":7,"data":{}}"#,
-            r#"{"schema_version":1,"cell_id":"c","seq":1,"ts":"t","kind":"memory_updated","data":{}}"#,
+            r#"{"schema_version":1,"cell_id":"c","seq":1,"ts":"t","kind":"subagent_spawned","data":{}}"#,
             r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"model_error","data":{"step":1}}"#,
         ];
         for line in malformed {

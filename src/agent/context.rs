@@ -37,7 +37,14 @@ pub fn pack(state: &ContextState<'_>) -> (Vec<(String, String)>, Vec<ContextSect
     let mut texts = Vec::new();
     let mut report = Vec::new();
     let mut push = |name: &str, text: String, budget: usize, cut: usize, dropped: usize| {
-        report.push(ContextSection { name: name.to_string(), chars: text.chars().count(), budget, cut, dropped });
+        report.push(ContextSection {
+            name: name.to_string(),
+            chars: text.chars().count(),
+            budget,
+            cut,
+            dropped,
+            ..Default::default()
+        });
         texts.push((name.to_string(), text));
     };
 
@@ -126,7 +133,7 @@ mod tests {
     }
 
     fn section(name: &str, chars: usize, budget: usize, cut: usize, dropped: usize) -> ContextSection {
-        ContextSection { name: name.into(), chars, budget, cut, dropped }
+        ContextSection { name: name.into(), chars, budget, cut, dropped, ..Default::default() }
     }
 
     fn len(s: &str) -> usize {

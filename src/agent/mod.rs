@@ -128,7 +128,14 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         };
         let (texts, sections) = context::pack(&state);
         let total_chars = sections.iter().map(|s| s.chars).sum();
-        rec.emit(EventBody::ContextPacked { step, sections, total_chars })?;
+        rec.emit(EventBody::ContextPacked {
+            step,
+            mode: String::new(),
+            sections,
+            total_chars,
+            total_tokens: 0,
+            budget_tokens: 0,
+        })?;
 
         let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
         for retry in &turn.retries {

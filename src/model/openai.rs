@@ -248,7 +248,7 @@ fn interpret_chat(body: &Value) -> Result<Interpreted, String> {
         });
     }
     let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
-    let usage = usage(body, "prompt_tokens", "completion_tokens");
+    let usage = usage(body, "prompt_tokens", "completion_tokens", "/prompt_tokens_details/cached_tokens");
     Ok(Interpreted { raw: RawReply { text, tool_calls, truncated }, usage })
 }
 
@@ -296,7 +296,7 @@ fn interpret_responses(body: &Value) -> Result<Interpreted, String> {
     }
     let truncated = status == "incomplete"
         && body.pointer("/incomplete_details/reason").and_then(Value::as_str) == Some("max_output_tokens");
-    let usage = usage(body, "input_tokens", "output_tokens");
+    let usage = usage(body, "input_tokens", "output_tokens", "/input_tokens_details/cached_tokens");
     Ok(Interpreted { raw: RawReply { text, tool_calls, truncated }, usage })
 }
 
@@ -313,14 +313,20 @@ fn content_text(content: Option<&Value>) -> String {
     }
 }
 
-fn usage(body: &Value, input: &str, output: &str) -> Option<Usage> {
+/// Token usage from `usage`, with the prompt-cache hits at `cached` (a JSON pointer inside
+/// `usage`) where the provider reports them.
+fn usage(body: &Value, input: &str, output: &str, cached: &str) -> Option<Usage> {
     let u = body.get("usage")?;
     let input_tokens = u.get(input).and_then(Value::as_u64);
     let output_tokens = u.get(output).and_then(Value::as_u64);
     if input_tokens.is_none() && output_tokens.is_none() {
         return None;
     }
-    Some(Usage { input_tokens: input_tokens.unwrap_or(0), output_tokens: output_tokens.unwrap_or(0) })
+    Some(Usage {
+        input_tokens: input_tokens.unwrap_or(0),
+        output_tokens: output_tokens.unwrap_or(0),
+        cached_input_tokens: u.pointer(cached).and_then(Value::as_u64),
+    })
 }
 
 /// The human part of an OpenAI-style error object (`{"message": ..., "type": ..., "code": ...}`)
@@ -489,10 +495,11 @@ mod tests {
     #[test]
     fn chat_responses_are_read_with_usage_tool_calls_and_truncation() {
         let body = json!({"choices": [{"message": {"role": "assistant", "content": "{\"tool\": \"run_tests\"}"}, "finish_reason": "stop"}],
-                          "usage": {"prompt_tokens": 120, "completion_tokens": 7}});
+                          "usage": {"prompt_tokens": 120, "completion_tokens": 7,
+                                    "prompt_tokens_details": {"cached_tokens": 96}}});
         let r = interpret(Api::Chat, &body).unwrap();
         assert_eq!(r.raw.text, "{\"tool\": \"run_tests\"}");
-        assert_eq!(r.usage, Some(Usage { input_tokens: 120, output_tokens: 7 }));
+        assert_eq!(r.usage, Some(Usage { input_tokens: 120, output_tokens: 7, cached_input_tokens: Some(96) }));
         assert!(!r.raw.truncated);
         let body = json!({"choices": [{"message": {"content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
@@ -519,7 +526,7 @@ mod tests {
         let r = interpret(Api::Responses, &body).unwrap();
         assert_eq!(r.raw.text, "{\"tool\": \"finish\"}");
         assert_eq!(r.raw.tool_calls.len(), 1);
-        assert_eq!(r.usage, Some(Usage { input_tokens: 50, output_tokens: 9 }));
+        assert_eq!(r.usage, Some(Usage { input_tokens: 50, output_tokens: 9, cached_input_tokens: None }));
         let cut = json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []});
         assert!(interpret(Api::Responses, &cut).unwrap().raw.truncated);
         let filtered =

@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_reply_that_spent_the_whole_budget_counts_as_cut_off() {
-        let u = |output_tokens| Usage { input_tokens: 10, output_tokens };
+        let u = |output_tokens| Usage { input_tokens: 10, output_tokens, ..Default::default() };
         assert!(hit_token_limit(Some(&u(192)), 192));
         assert!(!hit_token_limit(Some(&u(191)), 192));
         assert!(!hit_token_limit(None, 192));

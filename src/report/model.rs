@@ -349,7 +349,13 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: None,
             },
-            EventBody::ContextPacked { .. } | EventBody::StateUpdated { .. } => continue,
+            EventBody::ContextPacked { .. }
+            | EventBody::StateUpdated { .. }
+            | EventBody::MemoryUpdated { .. }
+            | EventBody::RepoMapBuilt { .. }
+            | EventBody::RepoMapUsed { .. }
+            | EventBody::ContextCompacted { .. }
+            | EventBody::PolicyRetry { .. } => continue,
             EventBody::ModelAction { step, tool, args, .. } => {
                 let diff = match tool.as_str() {
                     "edit_file" => Some(line_diff(

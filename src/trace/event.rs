@@ -22,7 +22,12 @@ use serde_json::Value;
 
 /// Version of the trace event format written by this build: the major version of the
 /// format. Compatible additions (optional fields, new kinds) do not change it.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// History: 1 (first release); 2: `context_packed` budgets are estimated tokens (`budget` was
+/// characters), sections gain `tokens`, `raw_tokens`, `reduced` and `dropped_blocks`, and the
+/// context kinds (`memory_updated`, `repo_map_built`, `repo_map_used`, `context_compacted`,
+/// `policy_retry`) exist. Readers still read version 1 traces.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Declares [`EventKind`] from one list of `Variant = "tag"` pairs, so its variants, `ALL`,
 /// `as_str` and `from_tag` are written once and cannot disagree.
@@ -62,6 +67,14 @@ event_kinds! {
     RunStarted = "run_started",
     /// The context shown to the model at a step, section by section.
     ContextPacked = "context_packed",
+    /// The working-memory blocks changed after a tool result (the diff).
+    MemoryUpdated = "memory_updated",
+    /// The repo map was indexed for the cell.
+    RepoMapBuilt = "repo_map_built",
+    /// A rendered repo map was shown to the model: injected into the context or by the tool.
+    RepoMapUsed = "repo_map_used",
+    /// Older observations were folded into the packed summary.
+    ContextCompacted = "context_compacted",
     /// The model's reply, parsed into a tool call.
     ModelAction = "model_action",
     /// A provider call that will be tried again.
@@ -70,6 +83,8 @@ event_kinds! {
     ModelError = "model_error",
     /// Whether the policy let a call run.
     PolicyDecision = "policy_decision",
+    /// A corrective message after a denied, invalid or unparseable action: the model may try again.
+    PolicyRetry = "policy_retry",
     /// What a tool call did.
     ToolResult = "tool_result",
     /// The agent's state after a step.
@@ -202,8 +217,54 @@ pub enum EventBody {
     },
     ContextPacked {
         step: u32,
+        /// The context mode (`none`, `pack`, `memory`); empty in version 1 traces.
+        #[serde(default)]
+        mode: String,
         sections: Vec<ContextSection>,
         total_chars: usize,
+        /// Estimated tokens of all sections as sent.
+        #[serde(default)]
+        total_tokens: usize,
+        /// The whole projection's budget in estimated tokens (0: unbounded, mode `none`).
+        #[serde(default)]
+        budget_tokens: usize,
+    },
+    MemoryUpdated {
+        step: u32,
+        /// Per changed block, the entries added and removed.
+        changes: Vec<MemoryChange>,
+    },
+    RepoMapBuilt {
+        /// Text files indexed.
+        files: u32,
+        symbols: u32,
+        /// Files skipped: secrets, binary, too large.
+        skipped: u32,
+        /// Files per symbol extractor (`tree-sitter-python`, `regex`, ...).
+        parsers: BTreeMap<String, u32>,
+        duration_ms: u64,
+    },
+    RepoMapUsed {
+        step: u32,
+        /// `context` (injected) or `tool` (the `repo_map` tool).
+        via: String,
+        /// What the map was ranked against (the task, or the tool's query).
+        query: String,
+        /// Files shown, most relevant first.
+        files: Vec<String>,
+        tokens: usize,
+    },
+    ContextCompacted {
+        step: u32,
+        /// Steps whose observations were folded into the summary this time.
+        folded_steps: Vec<u32>,
+        /// Estimated tokens of the folded observations.
+        folded_tokens: usize,
+        /// Estimated tokens of the packed summary afterwards.
+        summary_tokens: usize,
+        /// Bounded lists carried over into the summary (`recent_reads`, `edited_files`,
+        /// `open_questions`).
+        carried: BTreeMap<String, Vec<String>>,
     },
     ModelAction {
         step: u32,
@@ -238,6 +299,13 @@ pub enum EventBody {
         /// action, not a policy violation).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         invalid: bool,
+    },
+    PolicyRetry {
+        step: u32,
+        /// `denied`, `invalid_action` or `unparseable`.
+        cause: String,
+        /// The corrective message the model is shown.
+        message: String,
     },
     ToolResult {
         step: u32,
@@ -300,6 +368,11 @@ impl EventBody {
         match self {
             EventBody::RunStarted { .. } => EventKind::RunStarted,
             EventBody::ContextPacked { .. } => EventKind::ContextPacked,
+            EventBody::MemoryUpdated { .. } => EventKind::MemoryUpdated,
+            EventBody::RepoMapBuilt { .. } => EventKind::RepoMapBuilt,
+            EventBody::RepoMapUsed { .. } => EventKind::RepoMapUsed,
+            EventBody::ContextCompacted { .. } => EventKind::ContextCompacted,
+            EventBody::PolicyRetry { .. } => EventKind::PolicyRetry,
             EventBody::ModelAction { .. } => EventKind::ModelAction,
             EventBody::ModelRetry { .. } => EventKind::ModelRetry,
             EventBody::ModelError { .. } => EventKind::ModelError,
@@ -334,19 +407,48 @@ pub struct ModelInfo {
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens the provider served from its prompt cache, where it reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
 }
 
 /// One section of the projected context and what the budget did to it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContextSection {
     pub name: String,
+    /// Characters sent.
     pub chars: usize,
+    /// Estimated tokens sent.
+    #[serde(default)]
+    pub tokens: usize,
+    /// Estimated tokens before the budget was applied.
+    #[serde(default)]
+    pub raw_tokens: usize,
+    /// The section's budget in estimated tokens (characters in version 1 traces).
     pub budget: usize,
-    /// Characters removed to fit the budget (0 when the section fit).
+    /// True when the section was cut, or blocks of it dropped, to fit.
+    #[serde(default)]
+    pub reduced: bool,
+    /// Characters removed from a clipped block (0 when nothing was clipped).
     pub cut: usize,
-    /// Items (e.g. old observations) dropped entirely.
+    /// Blocks (e.g. old observations) dropped entirely.
     #[serde(default)]
     pub dropped: usize,
+    /// Which blocks were dropped (`step-3`, `explored_files`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_blocks: Vec<String>,
+}
+
+/// One working-memory block's change in `memory_updated`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryChange {
+    /// `failing_tests`, `explored_files`, `relevant_symbols`, `patch_summary`,
+    /// `verified_facts` or `open_questions`.
+    pub block: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 /// A large output stored beside the trace. `path` is relative to the cell directory.

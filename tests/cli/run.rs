@@ -277,23 +277,23 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
     let text = std::fs::read_to_string(&trace).unwrap();
     let before = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();
     let (first, rest) = text.split_once('\n').unwrap();
-    let newer_kind = r#"{"schema_version":1,"run_id":"r","cell_id":"good__oracle","seq":1,"ts":"t","kind":"memory_updated","data":{"notes":["x"]}}"#;
+    let newer_kind = r#"{"schema_version":1,"run_id":"r","cell_id":"good__oracle","seq":1,"ts":"t","kind":"subagent_spawned","data":{"notes":["x"]}}"#;
     std::fs::write(&trace, format!("{first}\n{newer_kind}\n{rest}")).unwrap();
 
     let after = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();
-    assert_eq!(after[0]["skipped_events"], serde_json::json!({"memory_updated": 1}));
+    assert_eq!(after[0]["skipped_events"], serde_json::json!({"subagent_spawned": 1}));
     assert_eq!(after[0]["events"], before[0]["events"], "the skipped event is in no other number");
     assert_eq!(after[0]["outcome"], "passed");
     let table = Test::new().args(&["replay"]).arg_path(&trace).run().code(0);
-    assert!(table.stdout.contains("skipped 1 event(s) of kinds this hcbench does not know (1 memory_updated)"));
+    assert!(table.stdout.contains("skipped 1 event(s) of kinds this hcbench does not know (1 subagent_spawned)"));
     Test::new().args(&["report"]).arg_path(&run_dir).run().code(0).stderr_has("note: good__oracle: skipped 1 event(s)");
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
-    assert!(md.contains("1 memory_updated"), "{md}");
+    assert!(md.contains("1 subagent_spawned"), "{md}");
 
     // The same line from a newer schema version is an error saying to upgrade.
     std::fs::write(
         &trace,
-        format!("{first}\n{}\n{rest}", newer_kind.replace("\"schema_version\":1", "\"schema_version\":2")),
+        format!("{first}\n{}\n{rest}", newer_kind.replace("\"schema_version\":1", "\"schema_version\":3")),
     )
     .unwrap();
     Test::new()
