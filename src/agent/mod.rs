@@ -11,6 +11,7 @@ pub(crate) mod paths;
 pub mod policy;
 pub mod score;
 pub mod spec;
+pub mod tokens;
 pub mod tools;
 
 use std::collections::BTreeMap;
