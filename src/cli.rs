@@ -17,6 +17,10 @@ pub struct Cli {
     /// Agent spec directory (default: $HCBENCH_AGENT, else <root>/agent when it exists, else the embedded default).
     #[arg(long, global = true)]
     pub agent: Option<PathBuf>,
+    /// Context mode for this run, overriding the agent spec's `context.mode`: none, pack or memory
+    /// (default: $HCBENCH_CONTEXT_MODE, else the spec's).
+    #[arg(long, global = true, value_name = "MODE")]
+    pub context_mode: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

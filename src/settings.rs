@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::agent::spec::AgentSpec;
+use crate::agent::spec::{AgentSpec, ContextMode};
 use crate::bench::{Benchmark, Split, load_benchmark, suite::select_suite};
 use crate::cli::{
     AblateArgs, Cli, Format, ListArgs, MatrixArgs, MatrixShape, PlanArgs, ReportFormat, RunArgs, Selection,
@@ -64,6 +64,8 @@ pub struct Settings {
     pub env: Environment,
     /// `--agent`, else `HCBENCH_AGENT`; `None` means "the root's agent/ or the embedded default".
     agent_dir: Option<PathBuf>,
+    /// `--context-mode`, else `HCBENCH_CONTEXT_MODE`, with where it came from.
+    context_mode: Option<(String, &'static str)>,
 }
 
 /// The benchmark and the ids of the selected cases, in benchmark order.
@@ -141,7 +143,12 @@ impl Settings {
     /// The shared settings of a parsed command line with the given environment snapshot.
     pub fn new(cli: &Cli, env: Environment) -> Settings {
         let agent_dir = cli.agent.clone().combine(env.get("HCBENCH_AGENT").map(PathBuf::from));
-        Settings { root: cli.root.clone(), env, agent_dir }
+        let context_mode = cli
+            .context_mode
+            .clone()
+            .map(|m| (m, "--context-mode"))
+            .combine(env.get("HCBENCH_CONTEXT_MODE").map(|m| (m.to_string(), "HCBENCH_CONTEXT_MODE")));
+        Settings { root: cli.root.clone(), env, agent_dir, context_mode }
     }
 
     /// Whether `--agent`/`HCBENCH_AGENT` was given (the gate refuses it: its candidate is
@@ -153,7 +160,22 @@ impl Settings {
     /// The agent spec: `--agent`, else `HCBENCH_AGENT`, else `<root>/agent` when it has an
     /// agent.yaml, else the embedded default.
     pub fn spec(&self) -> Result<Arc<AgentSpec>, SettingsError> {
-        Ok(Arc::new(AgentSpec::resolve(&self.root, self.agent_dir.as_deref())?))
+        let spec = AgentSpec::resolve(&self.root, self.agent_dir.as_deref())?;
+        Ok(Arc::new(match &self.context_mode {
+            None => spec,
+            Some((name, source)) => spec.with_mode(ContextMode::parse(name).ok_or_else(|| {
+                SettingsError::Invalid(format!(
+                    "{source}: `{name}` is not a context mode; use one of {}",
+                    ContextMode::NAMES
+                ))
+            })?),
+        }))
+    }
+
+    /// Whether `--context-mode`/`HCBENCH_CONTEXT_MODE` was given (the gate refuses it: it
+    /// judges the candidate spec as written).
+    pub fn context_mode_flag(&self) -> Option<&str> {
+        self.context_mode.as_ref().map(|(_, source)| *source)
     }
 
     /// The models file: `--models`, else `HCBENCH_MODELS`, else `models:` in the experiment
@@ -420,7 +442,7 @@ mod tests {
 
     fn settings(root: &Path, vars: &[(&str, &str)]) -> Settings {
         let env = Environment::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())), root).unwrap();
-        Settings { root: root.to_path_buf(), env, agent_dir: None }
+        Settings { root: root.to_path_buf(), env, agent_dir: None, context_mode: None }
     }
 
     #[test]

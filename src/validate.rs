@@ -169,7 +169,7 @@ fn tamper_script(bench: &Benchmark, ids: &[String]) -> Script {
         actions.push(Action::finish("weakened the tests"));
         cases.insert(case.id.clone(), actions);
     }
-    Script { label: "tamper".into(), default: vec![Action::finish("")], cases, ..Default::default() }
+    Script::fixed("tamper", vec![Action::finish("")], cases)
 }
 
 /// For policy cases: the oracle's solution preceded by one denied action (a network tool).
@@ -182,7 +182,7 @@ fn violator_script(bench: &Benchmark, ids: &[String]) -> Script {
         actions.extend(case.oracle.iter().cloned());
         cases.insert(case.id.clone(), actions);
     }
-    Script { label: "violator".into(), default: vec![Action::finish("")], cases, ..Default::default() }
+    Script::fixed("violator", vec![Action::finish("")], cases)
 }
 
 fn collect_test_files(root: &Path, dir: &Path, out: &mut Vec<String>) {

@@ -6,6 +6,7 @@
 //! before the next one starts, and the summary is folded from exactly those events, so the
 //! live summary and a later replay agree by construction.
 
+pub mod compaction;
 pub mod context;
 pub(crate) mod paths;
 pub mod policy;
@@ -26,9 +27,10 @@ use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, EventBody, Outcome};
-use context::{ContextState, Observation};
+use compaction::Compactor;
+use context::{ContextState, Observation, Rendered};
 use policy::Decision;
-use spec::AgentSpec;
+use spec::{AgentSpec, ContextMode};
 use tools::ToolOutput;
 
 /// Bytes of a tool output the model sees; the rest lives in an artifact.
@@ -105,37 +107,70 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     };
 
     let spec = plan.spec.as_ref();
-    let repo_map = if spec.repo_map {
+    let managed = spec.mode != ContextMode::None;
+    let repo_map = if spec.repo_map && managed {
         let call = Call::RepoMap { path: ".".into() };
-        Some(crate::util::truncate_str(&tools::execute(&call, case, &ws).await.text, spec.budgets.memory).to_string())
+        Some(tools::execute(&call, case, &ws).await.text)
     } else {
         None
     };
     let mut invalid_in_a_row = 0u32;
     let mut observations: Vec<Observation> = Vec::new();
+    let mut compactor = Compactor::default();
     let mut files_modified: Vec<String> = Vec::new();
     let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
     let mut stop_reason = "step_budget_exhausted";
     let mut provider_failure: Option<String> = None;
 
     for step in 1..=case.step_budget {
-        let state = ContextState {
+        let memory_text = if files_modified.is_empty() {
+            String::new()
+        } else {
+            format!("Files modified so far: {}.", files_modified.join(", "))
+        };
+        let memory = |budget: usize| Rendered::clipped(&memory_text, budget);
+        let packed_summary = |budget: usize| compactor.render(budget);
+        let mut packed = context::pack(&ContextState {
             case,
             spec,
             repo_map: repo_map.as_deref(),
+            packed: (!compactor.is_empty()).then_some(&packed_summary as context::Renderer<'_>),
+            memory: Some(&memory),
             step,
-            files_modified: &files_modified,
-            observations: &observations,
-        };
-        let (texts, sections) = context::pack(&state);
-        let total_chars = sections.iter().map(|s| s.chars).sum();
+            observations: &observations[compactor.folded()..],
+        });
+        // Observations no longer fit: fold the oldest into the summary instead of losing them.
+        if managed && spec.compaction && packed.dropped_observations() {
+            let mut folding = compactor.clone();
+            if let Some(folded) = folding.fold(&observations, spec.budgets.observations) {
+                rec.emit(EventBody::ContextCompacted {
+                    step,
+                    folded_steps: folded.steps,
+                    folded_tokens: folded.tokens,
+                    summary_tokens: folded.summary_tokens,
+                    carried: folded.carried,
+                })?;
+                compactor = folding;
+                let packed_summary = |budget: usize| compactor.render(budget);
+                packed = context::pack(&ContextState {
+                    case,
+                    spec,
+                    repo_map: repo_map.as_deref(),
+                    packed: Some(&packed_summary),
+                    memory: Some(&memory),
+                    step,
+                    observations: &observations[compactor.folded()..],
+                });
+            }
+        }
+        let context::Packed { texts, sections, total_tokens, total_chars, budget_tokens } = packed;
         rec.emit(EventBody::ContextPacked {
             step,
-            mode: String::new(),
+            mode: spec.mode.as_str().to_string(),
             sections,
             total_chars,
-            total_tokens: 0,
-            budget_tokens: 0,
+            total_tokens,
+            budget_tokens,
         })?;
 
         let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
@@ -157,18 +192,15 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     message: message.clone(),
                     usage: turn.usage.clone(),
                 })?;
-                observations.push(Observation {
-                    step,
-                    tool: "(invalid reply)".into(),
-                    text: format!(
-                        "{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}."
-                    ),
-                });
                 invalid_in_a_row += 1;
                 if invalid_in_a_row >= spec.max_invalid_replies {
                     stop_reason = "invalid_replies";
                     break;
                 }
+                let text =
+                    format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
+                rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
+                observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
@@ -194,6 +226,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
         let mut finished = false;
         let tool_name = reply.action.tool.clone();
+        let brief = context::brief(&tool_name, &reply.action.args);
         match Call::from_action(&reply.action) {
             Err(message) => {
                 rec.emit(EventBody::PolicyDecision {
@@ -203,8 +236,16 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     reason: message.clone(),
                     invalid: true,
                 })?;
-                emit_not_run(&mut rec, step, &tool_name, &format!("invalid action: {message}"))?;
-                observations.push(Observation { step, tool: tool_name, text: format!("invalid action: {message}") });
+                let text = if spec.explain_denials {
+                    format!("invalid action: {message}. Fix the arguments and try again.")
+                } else {
+                    "invalid action".to_string()
+                };
+                emit_not_run(&mut rec, step, &tool_name, &text)?;
+                if spec.explain_denials {
+                    rec.emit(EventBody::PolicyRetry { step, cause: "invalid_action".into(), message: text.clone() })?;
+                }
+                observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
             }
             Ok(call) => match policy::decide(&call, case, &ws) {
                 Decision::Deny(reason) => {
@@ -216,12 +257,15 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                         invalid: false,
                     })?;
                     let text = if spec.explain_denials {
-                        format!("denied by policy: {reason}")
+                        format!("denied by policy: {reason}. Choose an action the policy allows.")
                     } else {
                         "denied by policy".to_string()
                     };
                     emit_not_run(&mut rec, step, &tool_name, &text)?;
-                    observations.push(Observation { step, tool: tool_name, text });
+                    if spec.explain_denials {
+                        rec.emit(EventBody::PolicyRetry { step, cause: "denied".into(), message: text.clone() })?;
+                    }
+                    observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
                 }
                 Decision::Allow => {
                     rec.emit(EventBody::PolicyDecision {
@@ -245,7 +289,11 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     }
                     finished = call.tool() == Tool::Finish;
                     emit_result(&mut rec, step, &tool_name, &out, preview, duration_ms)?;
-                    observations.push(Observation { step, tool: tool_name, text: preview_text(&out.text) });
+                    let status = if out.ok { "ok" } else { "failed" };
+                    let mut o = Observation::new(step, &tool_name, brief, status, &preview_text(&out.text));
+                    o.read = out.read.clone().filter(|_| out.ok);
+                    o.modified = out.modified.clone();
+                    observations.push(o);
                 }
             },
         }

@@ -22,8 +22,12 @@ pub struct AgentSpec {
     pub action_format: String,
     pub tool_descriptions: BTreeMap<Tool, String>,
     pub budgets: Budgets,
-    pub memory: bool,
+    /// How the context is built each turn (`context.mode`).
+    pub mode: ContextMode,
+    /// Inject the ranked repo map (modes `pack` and `memory`).
     pub repo_map: bool,
+    /// Fold older observations into a summary instead of dropping them (modes `pack`, `memory`).
+    pub compaction: bool,
     pub max_invalid_replies: u32,
     pub explain_denials: bool,
     /// SHA-256 over the spec's files, in a fixed order.
@@ -32,18 +36,63 @@ pub struct AgentSpec {
     pub dir: Option<PathBuf>,
 }
 
-/// Character budgets per context section; `context::pack` keeps each section within its own.
+/// How the context is built each turn (docs/context.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextMode {
+    /// No management: every observation in full, no budgets, no repo map, memory or compaction.
+    /// The baseline that shows what the pipeline buys.
+    None,
+    /// Budgeted sections, the repo map and compaction, without working memory.
+    Pack,
+    /// `pack` plus the working-memory section.
+    Memory,
+}
+
+impl ContextMode {
+    pub const NAMES: &'static str = "none, pack, memory";
+
+    pub fn parse(s: &str) -> Option<ContextMode> {
+        match s {
+            "none" => Some(ContextMode::None),
+            "pack" => Some(ContextMode::Pack),
+            "memory" => Some(ContextMode::Memory),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextMode::None => "none",
+            ContextMode::Pack => "pack",
+            ContextMode::Memory => "memory",
+        }
+    }
+}
+
+/// Budgets in estimated tokens ([`super::tokens`]): one per section, and one for the whole
+/// projection that lower-priority sections give way to first (`context::pack`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budgets {
+    pub total: usize,
     pub system: usize,
     pub tools: usize,
-    pub memory: usize,
+    pub repo_map: usize,
+    pub packed: usize,
     pub observations: usize,
+    pub memory: usize,
 }
 
 impl Default for Budgets {
     fn default() -> Self {
-        Budgets { system: 4_000, tools: 4_000, memory: 2_000, observations: 24_000 }
+        Budgets {
+            total: 12_000,
+            system: 1_200,
+            tools: 1_000,
+            repo_map: 1_000,
+            packed: 600,
+            observations: 7_000,
+            memory: 600,
+        }
     }
 }
 
@@ -55,12 +104,10 @@ pub struct SpecError {
 }
 
 /// The context ablations `hcbench ablate --context` knows, `full` (the reference) first.
-pub const ABLATIONS: &[&str] = &["full", "no_repomap", "no_memory", "no_policy_retry"];
+pub const ABLATIONS: &[&str] = &["full", "no_repomap", "no_memory", "no_context_compaction", "no_policy_retry"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum AblationError {
-    #[error("ablation `{0}` is not built yet (context compaction does not exist in this hcbench); known ablations: {list}", list = ABLATIONS.join(", "))]
-    NotBuilt(String),
     #[error("`{0}` is not an ablation; known ablations: {list}", list = ABLATIONS.join(", "))]
     Unknown(String),
 }
@@ -81,19 +128,23 @@ struct RawSpec {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawContext {
+    mode: Option<String>,
     #[serde(default)]
     budgets: RawBudgets,
-    memory: Option<bool>,
     repo_map: Option<bool>,
+    compaction: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawBudgets {
+    total: Option<usize>,
     system: Option<usize>,
     tools: Option<usize>,
-    memory: Option<usize>,
+    repo_map: Option<usize>,
+    packed: Option<usize>,
     observations: Option<usize>,
+    memory: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -154,20 +205,38 @@ impl AgentSpec {
         match name {
             "full" => {}
             "no_repomap" => spec.repo_map = false,
-            "no_memory" => spec.memory = false,
-            // Today a denied call never ends the loop and an unparseable reply is retried up to
-            // `max_invalid_replies` times with a corrective message. Without policy retry the
-            // first unparseable reply ends the cell (1: the loop stops once one is seen in a
-            // row) and a denial is reported without its reason, so the model gets no corrective
-            // hint; the denied step is still spent, as in every variant.
+            "no_memory" => {
+                if spec.mode == ContextMode::Memory {
+                    spec.mode = ContextMode::Pack;
+                }
+            }
+            // Observations that no longer fit are dropped whole instead of folded.
+            "no_context_compaction" => spec.compaction = false,
+            // With policy retry, a denied, invalid or unparseable action gets a corrective
+            // message (`policy_retry`) and the model tries again within its step budget. Without
+            // it the first unparseable reply ends the cell (1: the loop stops once one is seen
+            // in a row), and a denied or invalid action is reported without its reason or a
+            // hint; the step is still spent, as in every variant.
             "no_policy_retry" => {
                 spec.max_invalid_replies = 1;
                 spec.explain_denials = false;
             }
-            "no_context_compaction" => return Err(AblationError::NotBuilt(name.to_string())),
             other => return Err(AblationError::Unknown(other.to_string())),
         }
         Ok(spec)
+    }
+
+    /// This spec with its context mode replaced (`--context-mode`). Unlike an ablation the
+    /// override is not recorded beside the digest, so it goes into the digest: a run, its
+    /// resume and `hcbench record` then all see a different spec.
+    pub fn with_mode(&self, mode: ContextMode) -> AgentSpec {
+        if mode == self.mode {
+            return self.clone();
+        }
+        let mut spec = self.clone();
+        spec.mode = mode;
+        spec.digest = crate::util::sha256_hex(format!("{}\ncontext.mode={}", self.digest, mode.as_str()).as_bytes());
+        spec
     }
 
     /// The description the model sees for `tool`.
@@ -196,10 +265,19 @@ fn build(
     let d = Budgets::default();
     let b = &raw.context.budgets;
     let budgets = Budgets {
+        total: b.total.unwrap_or(d.total),
         system: b.system.unwrap_or(d.system),
         tools: b.tools.unwrap_or(d.tools),
-        memory: b.memory.unwrap_or(d.memory),
+        repo_map: b.repo_map.unwrap_or(d.repo_map),
+        packed: b.packed.unwrap_or(d.packed),
         observations: b.observations.unwrap_or(d.observations),
+        memory: b.memory.unwrap_or(d.memory),
+    };
+    let mode = match raw.context.mode.as_deref() {
+        None => ContextMode::Memory,
+        Some(m) => ContextMode::parse(m).ok_or_else(|| {
+            err(format!("field `context.mode`: `{m}` is not a context mode; use one of {}", ContextMode::NAMES))
+        })?,
     };
     let mut hasher_input = Vec::new();
     for part in [yaml, &system_prompt, &action_format] {
@@ -211,8 +289,9 @@ fn build(
         action_format,
         tool_descriptions,
         budgets,
-        memory: raw.context.memory.unwrap_or(true),
-        repo_map: raw.context.repo_map.unwrap_or(false),
+        mode,
+        repo_map: raw.context.repo_map.unwrap_or(true),
+        compaction: raw.context.compaction.unwrap_or(true),
         max_invalid_replies: raw.retry.max_invalid_replies.unwrap_or(3).max(1),
         explain_denials: raw.retry.explain_denials.unwrap_or(true),
         digest: crate::util::sha256_hex(&hasher_input),
@@ -233,17 +312,17 @@ mod tests {
 
     #[test]
     fn ablations_switch_one_thing_and_keep_the_digest() {
-        let base = AgentSpec { repo_map: true, ..AgentSpec::default() };
+        let base = AgentSpec::default();
+        assert_eq!((base.mode, base.repo_map, base.compaction), (ContextMode::Memory, true, true));
         assert_eq!(base.with_ablation("full").unwrap(), base);
         assert!(!base.with_ablation("no_repomap").unwrap().repo_map);
-        assert!(!base.with_ablation("no_memory").unwrap().memory);
+        assert_eq!(base.with_ablation("no_memory").unwrap().mode, ContextMode::Pack);
+        assert!(!base.with_ablation("no_context_compaction").unwrap().compaction);
         let s = base.with_ablation("no_policy_retry").unwrap();
         assert_eq!((s.max_invalid_replies, s.explain_denials), (1, false));
         for name in ABLATIONS {
             assert_eq!(base.with_ablation(name).unwrap().digest, base.digest, "{name}");
         }
-        let e = base.with_ablation("no_context_compaction").unwrap_err().to_string();
-        assert!(e.contains("not built yet"), "{e}");
         assert!(base.with_ablation("no_brain").unwrap_err().to_string().contains("not an ablation"));
     }
 
@@ -269,5 +348,22 @@ mod tests {
         )
         .unwrap();
         assert!(AgentSpec::load(dir.path()).unwrap_err().to_string().contains("contxt"));
+        std::fs::write(
+            dir.path().join("agent.yaml"),
+            "system_prompt_file: s.md\naction_format_file: f.md\ncontext: {mode: full}\n",
+        )
+        .unwrap();
+        let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("context.mode") && e.contains("`full`") && e.contains("none, pack, memory"), "{e}");
+    }
+
+    #[test]
+    fn a_mode_override_changes_the_digest_and_only_the_mode() {
+        let base = AgentSpec::default();
+        assert_eq!(base.with_mode(ContextMode::Memory), base, "the spec's own mode is no override");
+        let none = base.with_mode(ContextMode::None);
+        assert_eq!(none.mode, ContextMode::None);
+        assert_ne!(none.digest, base.digest);
+        assert_eq!(AgentSpec { mode: base.mode, digest: base.digest.clone(), ..none }, base);
     }
 }

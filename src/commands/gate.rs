@@ -24,6 +24,11 @@ pub fn gate(settings: &Settings, args: GateArgs) -> Result<i32, CommandError> {
             "--agent (or HCBENCH_AGENT) does not apply to `gate`: the candidate is `agent_dir` in experiment_config.yaml".into(),
         ));
     }
+    if let Some(source) = settings.context_mode_flag() {
+        return Err(CommandError::Usage(format!(
+            "{source} does not apply to `gate`: the gate judges the candidate spec as written; set `context.mode` in its agent.yaml"
+        )));
+    }
     let gate_settings = gate_settings(settings, &args)?;
     let outcome = match args.format {
         GateFormat::Text => gate::run(&gate_settings, &mut TextSink::stdout())?,

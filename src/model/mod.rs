@@ -151,7 +151,7 @@ impl Profile {
         match &self.kind {
             ProfileKind::Oracle => Box::new(QueueProvider::new(
                 ModelInfo { provider: "oracle".into(), model: "oracle".into(), ..Default::default() },
-                case.oracle.clone(),
+                case.oracle.iter().cloned().map(scripted::Step::from).collect(),
             )),
             ProfileKind::Scripted(script) => Box::new(QueueProvider::new(
                 ModelInfo { provider: "scripted".into(), model: script.label.clone(), ..Default::default() },
@@ -164,15 +164,30 @@ impl Profile {
     }
 }
 
-/// Hands out a fixed list of actions in order, then `finish`. Backs `oracle` and `scripted`.
+/// Hands out a list of steps in order, then `finish`; a branch is decided against the turn's
+/// context when it is reached. Backs `oracle` and `scripted`.
 pub struct QueueProvider {
     info: ModelInfo,
-    actions: std::vec::IntoIter<Action>,
+    steps: std::collections::VecDeque<scripted::Step>,
 }
 
 impl QueueProvider {
-    pub fn new(info: ModelInfo, actions: Vec<Action>) -> Self {
-        QueueProvider { info, actions: actions.into_iter() }
+    pub fn new(info: ModelInfo, steps: Vec<scripted::Step>) -> Self {
+        QueueProvider { info, steps: steps.into() }
+    }
+
+    fn next(&mut self, request: &ModelRequest) -> Action {
+        loop {
+            match self.steps.pop_front() {
+                None => return Action::finish("no more scripted actions"),
+                Some(scripted::Step::Action(a)) => return a,
+                Some(scripted::Step::Branch(b)) => {
+                    for step in b.choose(&request.sections).iter().rev() {
+                        self.steps.push_front(step.clone());
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -181,8 +196,8 @@ impl Provider for QueueProvider {
         self.info.clone()
     }
 
-    fn next_action<'a>(&'a mut self, _request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn> {
-        let action = self.actions.next().unwrap_or_else(|| Action::finish("no more scripted actions"));
+    fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn> {
+        let action = self.next(request);
         Box::pin(async move { Ok(ModelReply { action, usage: None, latency_ms: 0 }).into() })
     }
 }

@@ -301,7 +301,7 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
         .arg_path(&trace)
         .run()
         .code(2)
-        .stderr_has("line 2 has schema_version 2")
+        .stderr_has("line 2 has schema_version 3")
         .stderr_has("upgrade hcbench");
 }
 
