@@ -100,7 +100,7 @@ fn digest(tool: &str, status: &str, text: &str) -> String {
         ("read_file", "ok") => format!("{} lines", lines().count()),
         ("list_files", "ok") => format!("{} entries", lines().count()),
         ("search_code", "ok") => format!("{} matching lines", lines().count()),
-        ("run_tests" | "run_command", _) => lines().last().unwrap_or("no output").trim().to_string(),
+        ("run_tests" | "run_command", _) => lines().next_back().unwrap_or("no output").trim().to_string(),
         _ => lines().next().unwrap_or("").trim().to_string(),
     };
     let what: String = what.chars().take(100).collect();
