@@ -164,7 +164,11 @@ pub struct AblateArgs {
     #[arg(long, default_value = "oracle")]
     pub profile: String,
     /// Comma-separated ablations; `full` (the spec as is, the reference) is always run, first.
-    #[arg(long, value_delimiter = ',', default_value = "full,no_repomap,no_memory,no_policy_retry")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "full,no_repomap,no_memory,no_context_compaction,no_policy_retry"
+    )]
     pub ablations: Vec<String>,
     /// Times each case runs per ablation.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]

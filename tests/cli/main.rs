@@ -5,6 +5,7 @@
 
 mod ablate;
 mod bench;
+mod context;
 mod exit_policy;
 mod gate;
 mod html;

@@ -1,0 +1,185 @@
+//! The context pipeline seen from outside: modes and their override, compaction against its
+//! ablation, policy retry against its ablation, and a scripted model whose behaviour depends
+//! on what it is shown.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::Test;
+use crate::run::{GOOD_CASE, Scratch};
+
+fn events(trace: &Path) -> Vec<Value> {
+    std::fs::read_to_string(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// A copy of the repository's agent spec with `context:` replaced.
+fn agent_dir(s: &Scratch, context: &str) -> std::path::PathBuf {
+    let repo = crate::repo_root().join("agent");
+    for f in ["system.md", "format.md"] {
+        s.write(&format!("agent/{f}"), &std::fs::read_to_string(repo.join(f)).unwrap());
+    }
+    s.write(
+        "agent/agent.yaml",
+        &format!("system_prompt_file: system.md\naction_format_file: format.md\ncontext:\n{context}"),
+    );
+    s.path().join("agent")
+}
+
+#[test]
+fn compaction_folds_old_observations_and_without_it_they_are_dropped() {
+    let s = Scratch::new();
+    // Six big modules: reading them all overflows a small observations budget.
+    let mut reads = String::new();
+    for i in 1..=6 {
+        let body: String = (1..=60).map(|n| format!("def helper_{i}_{n}(x):\n    return x + {n}\n")).collect();
+        s.write(&format!("fixtures/calc/mod{i}.py"), &body);
+        reads.push_str(&format!("  - {{tool: read_file, args: {{path: mod{i}.py}}}}\n"));
+    }
+    s.case(
+        "good",
+        GOOD_CASE,
+        "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n",
+    );
+    s.write(
+        "script.yaml",
+        &format!("default:\n{reads}  - {{tool: edit_file, args: {{path: calc.py, old: 'a - b', new: 'a + b'}}}}\n  - {{tool: finish, args: {{answer: done}}}}\n"),
+    );
+    let agent = agent_dir(&s, "  budgets: {observations: 1500, packed: 400}\n");
+    let run_dir = s.path().join("a");
+    let script = format!("scripted:{}", s.path().join("script.yaml").display());
+    Test::new()
+        .root(s.path())
+        .args(&["--agent"])
+        .arg_path(&agent)
+        .args(&["ablate", "--context", "--benchmark", "demo", "--profile", &script])
+        .args(&["--ablations", "full,no_context_compaction", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+
+    let full = events(&run_dir.join("cells/good__script__full/trace.jsonl"));
+    let compactions = of_kind(&full, "context_compacted");
+    assert!(!compactions.is_empty(), "six reads of ~1000 tokens overflow 1500");
+    let first = &compactions[0]["data"];
+    assert_eq!(first["folded_steps"][0], 1, "the oldest step is folded first: {first}");
+    assert!(first["carried"]["recent_reads"].as_array().unwrap().contains(&Value::from("mod1.py")), "{first}");
+    // After a compaction the summary is in the context and the observations fit again.
+    let packs = of_kind(&full, "context_packed");
+    let last = &packs.last().unwrap()["data"];
+    let sections = last["sections"].as_array().unwrap();
+    let packed = sections.iter().find(|s| s["name"] == "packed").expect("a packed section");
+    assert!(packed["tokens"].as_u64().unwrap() <= 400, "{packed}");
+    let obs = sections.iter().find(|s| s["name"] == "observations").unwrap();
+    assert_eq!(obs["dropped"], 0, "folded, not dropped: {obs}");
+    assert_eq!(last["mode"], "memory");
+
+    let ablated = events(&run_dir.join("cells/good__script__no_context_compaction/trace.jsonl"));
+    assert!(of_kind(&ablated, "context_compacted").is_empty());
+    let dropped: Vec<String> = of_kind(&ablated, "context_packed")
+        .iter()
+        .flat_map(|e| e["data"]["sections"].as_array().unwrap().iter())
+        .filter(|s| s["name"] == "observations")
+        .flat_map(|s| s["dropped_blocks"].as_array().cloned().unwrap_or_default())
+        .map(|b| b.as_str().unwrap().to_string())
+        .collect();
+    assert!(dropped.contains(&"step-1".to_string()), "without compaction the oldest read is dropped: {dropped:?}");
+    for e in of_kind(&ablated, "context_packed") {
+        assert!(e["data"]["sections"].as_array().unwrap().iter().all(|s| s["name"] != "packed"));
+    }
+}
+
+#[test]
+fn a_refused_action_gets_a_corrective_message_unless_policy_retry_is_ablated() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, "actions:\n  - tool: finish\n");
+    s.write(
+        "script.yaml",
+        "default:\n  - {tool: read_file, args: {path: ../outside.txt}}\n  - {tool: edit_file, args: {path: calc.py}}\n  - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n  - {tool: finish, args: {answer: done}}\n",
+    );
+    let run_dir = s.path().join("a");
+    let script = format!("scripted:{}", s.path().join("script.yaml").display());
+    Test::new()
+        .root(s.path())
+        .args(&["ablate", "--context", "--benchmark", "demo", "--profile", &script])
+        .args(&["--ablations", "full,no_policy_retry", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let full = events(&run_dir.join("cells/good__script__full/trace.jsonl"));
+    let retries: Vec<(&str, &str)> = of_kind(&full, "policy_retry")
+        .iter()
+        .map(|e| (e["data"]["cause"].as_str().unwrap(), e["data"]["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert_eq!(retries[0].0, "denied");
+    assert!(
+        retries[0].1.starts_with("denied by policy: ") && retries[0].1.contains("Choose an action"),
+        "{}",
+        retries[0].1
+    );
+    assert_eq!(retries[1].0, "invalid_action");
+    assert!(retries[1].1.contains("Fix the arguments"), "{}", retries[1].1);
+    let ablated = events(&run_dir.join("cells/good__script__no_policy_retry/trace.jsonl"));
+    assert!(of_kind(&ablated, "policy_retry").is_empty());
+    let outputs: Vec<&str> = of_kind(&ablated, "tool_result")
+        .iter()
+        .filter(|e| e["data"]["denied"] == true)
+        .map(|e| e["data"]["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(outputs, ["denied by policy", "invalid action"], "no reason, no hint");
+}
+
+#[test]
+fn the_context_mode_is_overridden_per_run_and_bad_modes_are_refused() {
+    let s = Scratch::new();
+    s.case(
+        "good",
+        GOOD_CASE,
+        "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n",
+    );
+    let mode_of = |run_dir: &Path| {
+        let evs = events(&run_dir.join("cells/good__oracle/trace.jsonl"));
+        let p = &of_kind(&evs, "context_packed")[0]["data"];
+        let names: Vec<String> =
+            p["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+        let digest = of_kind(&evs, "run_started")[0]["data"]["agent_spec"].as_str().unwrap().to_string();
+        (p["mode"].as_str().unwrap().to_string(), p["budget_tokens"].as_u64().unwrap(), names, digest)
+    };
+    let run = |extra: &[&str], env: Option<&str>, name: &str| {
+        let dir = s.path().join(name);
+        let mut t =
+            Test::new().root(s.path()).args(extra).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&dir);
+        if let Some(mode) = env {
+            t = t.env("HCBENCH_CONTEXT_MODE", mode);
+        }
+        t.run().code(0);
+        mode_of(&dir)
+    };
+    let (mode, budget, names, spec_digest) = run(&[], None, "default");
+    assert_eq!((mode.as_str(), budget), ("memory", 12000));
+    assert!(names.contains(&"repo_map".to_string()), "{names:?}");
+    let (mode, budget, names, none_digest) = run(&["--context-mode", "none"], None, "none");
+    assert_eq!((mode.as_str(), budget), ("none", 0));
+    assert_eq!(names, ["system", "task", "tools", "observations", "status"]);
+    assert_ne!(none_digest, spec_digest, "the override is part of the spec's identity");
+    let (mode, ..) = run(&[], Some("pack"), "env");
+    assert_eq!(mode, "pack");
+
+    Test::new()
+        .root(s.path())
+        .args(&["--context-mode", "full", "run", "--benchmark", "demo"])
+        .run()
+        .code(2)
+        .stderr_has("--context-mode: `full` is not a context mode; use one of none, pack, memory");
+    Test::new()
+        .root(s.path())
+        .args(&["--context-mode", "pack", "gate"])
+        .run()
+        .code(2)
+        .stderr_has("does not apply to `gate`");
+}
