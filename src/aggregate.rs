@@ -21,6 +21,8 @@
 //! pass@k and pass^k (unbiased estimators over each case's epochs) are reported beside the
 //! pass rate; they describe the agent, not the uncertainty of the estimate.
 
+pub mod context;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};

@@ -21,6 +21,9 @@ use crate::trace::{Event, Parsed, TraceError, for_each_line};
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
 
+/// The verifier metric holding the step of the first read of the case's target file.
+const FIRST_READ_METRIC: &str = "first_read_step";
+
 fn one() -> u32 {
     1
 }
@@ -90,6 +93,51 @@ pub struct CellSummary {
     /// reading the trace, by kind. They are in neither `events` nor `event_counts`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub skipped_events: BTreeMap<String, u64>,
+    // What the context pipeline did (`hcbench ablate --context` reports these). Each is
+    // omitted from a results line when zero, so lines of cells that had no such events read
+    // as they always did, and an older line reads as zeros.
+    /// Turns whose context was packed (`context_packed` events).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_turns: u32,
+    /// Estimated tokens of every packed context, summed over turns (`total_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_tokens: u64,
+    /// Sections the budget reduced (cut or dropped blocks), summed over turns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_reductions: u32,
+    /// Blocks dropped whole to fit a section's budget, summed over sections and turns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_blocks: u32,
+    /// Repo maps injected into the context (`repo_map_used` with `via: context`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repo_map_injections: u32,
+    /// Repo maps the model asked for with the `repo_map` tool (`via: tool`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repo_map_tool_uses: u32,
+    /// Working-memory updates (`memory_updated` events).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_updates: u32,
+    /// Compactions of older observations (`context_compacted` events).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compactions: u32,
+    /// Corrective retries after a denied, invalid or unparseable action (`policy_retry`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub policy_retries: u32,
+    /// Input tokens the provider served from its prompt cache, where it reports them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// True when the case declares a target file (`verifier.first_read`): the verifier then
+    /// records `first_read_step`, null when the agent never read it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub target_declared: bool,
+    /// Step of the first read of the declared target file; None when never read or when the
+    /// case declares none (`target_declared` tells the two apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_target_read_step: Option<u32>,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl CellSummary {
@@ -201,6 +249,7 @@ impl SummaryBuilder {
                 if let Some(u) = usage {
                     s.input_tokens += u.input_tokens;
                     s.output_tokens += u.output_tokens;
+                    s.cached_input_tokens += u.cached_input_tokens.unwrap_or(0);
                 }
             }
             LeanBody::ModelRetry => s.model_retries += 1,
@@ -209,6 +258,7 @@ impl SummaryBuilder {
                 if let Some(u) = usage {
                     s.input_tokens += u.input_tokens;
                     s.output_tokens += u.output_tokens;
+                    s.cached_input_tokens += u.cached_input_tokens.unwrap_or(0);
                 }
                 if error_kind == "parse" || error_kind == "truncated" {
                     s.steps += 1;
@@ -244,8 +294,30 @@ impl SummaryBuilder {
             LeanBody::TestResult { passed } => s.tests_passed = Some(passed),
             LeanBody::VerifierResult { passed, metrics } => {
                 s.verifier_passed = Some(passed);
+                // The verifier writes `first_read_step` exactly when the case declares a
+                // target, as null when the agent never read it.
+                if let Some(step) = metrics.get(FIRST_READ_METRIC) {
+                    s.target_declared = true;
+                    s.first_target_read_step = step.as_u64().and_then(|n| u32::try_from(n).ok());
+                }
                 s.metrics.extend(metrics);
             }
+            LeanBody::ContextPacked(c) => {
+                s.context_turns += 1;
+                s.context_tokens += c.total_tokens;
+                s.budget_reductions += c.reduced_sections;
+                s.dropped_blocks += c.dropped_blocks;
+            }
+            LeanBody::RepoMapUsed { via_tool } => {
+                if via_tool {
+                    s.repo_map_tool_uses += 1;
+                } else {
+                    s.repo_map_injections += 1;
+                }
+            }
+            LeanBody::MemoryUpdated => s.memory_updates += 1,
+            LeanBody::ContextCompacted => s.compactions += 1,
+            LeanBody::PolicyRetry => s.policy_retries += 1,
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
@@ -381,8 +453,36 @@ pub enum LeanBody {
         metrics: BTreeMap<String, serde_json::Value>,
     },
     RunFinished(LeanRunFinished),
-    /// Kinds the fold only counts (context_packed, state_updated).
+    ContextPacked(LeanContext),
+    RepoMapUsed {
+        /// True for the `repo_map` tool, false for an injection into the context.
+        via_tool: bool,
+    },
+    MemoryUpdated,
+    ContextCompacted,
+    PolicyRetry,
+    /// Kinds the fold only counts (state_updated, repo_map_built).
     Other,
+}
+
+/// What the fold reads of a `context_packed` event: totals, with the sections already
+/// reduced to two counts so the lean path keeps no per-section data.
+#[derive(Debug, Clone, Default)]
+pub struct LeanContext {
+    total_tokens: u64,
+    reduced_sections: u32,
+    dropped_blocks: u32,
+}
+
+impl LeanContext {
+    fn of(total_tokens: usize, sections: impl Iterator<Item = (bool, usize)>) -> LeanContext {
+        let mut c = LeanContext { total_tokens: total_tokens as u64, ..Default::default() };
+        for (reduced, dropped) in sections {
+            c.reduced_sections += u32::from(reduced);
+            c.dropped_blocks += dropped as u32;
+        }
+        c
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -442,6 +542,29 @@ struct JustDecision {
     #[serde(default)]
     invalid: bool,
 }
+
+#[derive(Deserialize)]
+struct JustContext {
+    sections: Vec<JustSection>,
+    #[serde(default)]
+    total_tokens: usize,
+}
+
+#[derive(Deserialize)]
+struct JustSection {
+    #[serde(default)]
+    reduced: bool,
+    #[serde(default)]
+    dropped: usize,
+}
+
+#[derive(Deserialize)]
+struct JustVia {
+    via: String,
+}
+
+/// `repo_map_used.via` of the `repo_map` tool (the other value is `context`).
+const VIA_TOOL: &str = "tool";
 
 #[derive(Deserialize)]
 struct JustPassed {
@@ -526,13 +649,14 @@ impl Lean {
                     elapsed_ms: *elapsed_ms,
                 })
             }
-            EventBody::ContextPacked { .. }
-            | EventBody::StateUpdated { .. }
-            | EventBody::MemoryUpdated { .. }
-            | EventBody::RepoMapBuilt { .. }
-            | EventBody::RepoMapUsed { .. }
-            | EventBody::ContextCompacted { .. }
-            | EventBody::PolicyRetry { .. } => LeanBody::Other,
+            EventBody::ContextPacked { sections, total_tokens, .. } => {
+                LeanBody::ContextPacked(LeanContext::of(*total_tokens, sections.iter().map(|s| (s.reduced, s.dropped))))
+            }
+            EventBody::RepoMapUsed { via, .. } => LeanBody::RepoMapUsed { via_tool: via == VIA_TOOL },
+            EventBody::MemoryUpdated { .. } => LeanBody::MemoryUpdated,
+            EventBody::ContextCompacted { .. } => LeanBody::ContextCompacted,
+            EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
+            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } => LeanBody::Other,
         };
         Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind(), body }
     }
@@ -564,13 +688,24 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             LeanBody::VerifierResult { passed: v.passed, metrics: v.metrics }
         }
         EventKind::RunFinished => LeanBody::RunFinished(LeanRunFinished::deserialize(d)?),
-        EventKind::ContextPacked
-        | EventKind::StateUpdated
-        | EventKind::MemoryUpdated
-        | EventKind::RepoMapBuilt
-        | EventKind::RepoMapUsed
-        | EventKind::ContextCompacted
-        | EventKind::PolicyRetry => {
+        EventKind::ContextPacked => {
+            let c = JustContext::deserialize(d)?;
+            LeanBody::ContextPacked(LeanContext::of(c.total_tokens, c.sections.iter().map(|s| (s.reduced, s.dropped))))
+        }
+        EventKind::RepoMapUsed => LeanBody::RepoMapUsed { via_tool: JustVia::deserialize(d)?.via == VIA_TOOL },
+        EventKind::MemoryUpdated => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::MemoryUpdated
+        }
+        EventKind::ContextCompacted => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::ContextCompacted
+        }
+        EventKind::PolicyRetry => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::PolicyRetry
+        }
+        EventKind::StateUpdated | EventKind::RepoMapBuilt => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -768,24 +903,42 @@ mod tests {
                 ablation: String::new(),
                 hcbench_version: "0".into(),
             }],
-            EventKind::ContextPacked => vec![EventBody::ContextPacked {
-                step: 1,
-                mode: "memory".into(),
-                sections: vec![crate::trace::event::ContextSection {
-                    name: "observations".into(),
-                    chars: 10,
-                    tokens: 3,
-                    raw_tokens: 9,
-                    budget: 5,
-                    reduced: true,
-                    cut: 0,
-                    dropped: 1,
-                    dropped_blocks: vec!["step-1".into()],
-                }],
-                total_chars: 10,
-                total_tokens: 3,
-                budget_tokens: 100,
-            }],
+            EventKind::ContextPacked => {
+                let section =
+                    |name: &str, tokens: usize, reduced: bool, dropped: usize| crate::trace::event::ContextSection {
+                        name: name.into(),
+                        chars: tokens * 4,
+                        tokens,
+                        raw_tokens: tokens + 6 * dropped,
+                        budget: 5,
+                        reduced,
+                        cut: 0,
+                        dropped,
+                        dropped_blocks: (0..dropped).map(|i| format!("step-{i}")).collect(),
+                    };
+                vec![
+                    EventBody::ContextPacked {
+                        step: 1,
+                        mode: "memory".into(),
+                        sections: vec![section("task", 40, false, 0), section("observations", 3, true, 1)],
+                        total_chars: 172,
+                        total_tokens: 43,
+                        budget_tokens: 100,
+                    },
+                    EventBody::ContextPacked {
+                        step: 2,
+                        mode: "memory".into(),
+                        sections: vec![
+                            section("task", 40, false, 0),
+                            section("memory", 5, true, 0),
+                            section("observations", 5, true, 2),
+                        ],
+                        total_chars: 200,
+                        total_tokens: 50,
+                        budget_tokens: 100,
+                    },
+                ]
+            }
             EventKind::MemoryUpdated => vec![EventBody::MemoryUpdated {
                 step: 1,
                 changes: vec![crate::trace::event::MemoryChange {
@@ -801,13 +954,29 @@ mod tests {
                 parsers: [("regex".to_string(), 3)].into(),
                 duration_ms: 2,
             }],
-            EventKind::RepoMapUsed => vec![EventBody::RepoMapUsed {
-                step: 1,
-                via: "context".into(),
-                query: "fix a".into(),
-                files: vec!["a.py".into()],
-                tokens: 40,
-            }],
+            EventKind::RepoMapUsed => vec![
+                EventBody::RepoMapUsed {
+                    step: 1,
+                    via: "context".into(),
+                    query: "fix a".into(),
+                    files: vec!["a.py".into()],
+                    tokens: 40,
+                },
+                EventBody::RepoMapUsed {
+                    step: 2,
+                    via: "context".into(),
+                    query: "fix a".into(),
+                    files: vec!["a.py".into()],
+                    tokens: 40,
+                },
+                EventBody::RepoMapUsed {
+                    step: 3,
+                    via: "tool".into(),
+                    query: "parse_date".into(),
+                    files: vec!["b.py".into()],
+                    tokens: 25,
+                },
+            ],
             EventKind::ContextCompacted => vec![EventBody::ContextCompacted {
                 step: 5,
                 folded_steps: vec![1, 2],
@@ -824,14 +993,19 @@ mod tests {
                 step: 1,
                 tool: "read_file".into(),
                 args: serde_json::json!({"path": "a.py"}),
-                usage: usage.clone(),
+                usage: Some(Usage { cached_input_tokens: Some(64), ..usage.clone().unwrap() }),
                 latency_ms: 5,
             }],
             EventKind::ModelRetry => {
                 vec![EventBody::ModelRetry { step: 2, attempt: 1, cause: "429".into(), delay_ms: 10 }]
             }
             EventKind::ModelError => vec![
-                EventBody::ModelError { step: 2, error_kind: "parse".into(), message: "?".into(), usage },
+                EventBody::ModelError {
+                    step: 2,
+                    error_kind: "parse".into(),
+                    message: "?".into(),
+                    usage: Some(Usage { cached_input_tokens: Some(32), ..usage.unwrap() }),
+                },
                 EventBody::ModelError { step: 3, error_kind: "provider".into(), message: "503".into(), usage: None },
             ],
             EventKind::PolicyDecision => vec![
@@ -987,8 +1161,67 @@ mod tests {
         assert_eq!((lean.input_tokens, lean.output_tokens), (200, 20));
         assert_eq!((lean.tests_passed, lean.verifier_passed), (Some(true), Some(false)));
         assert_eq!(lean.metrics["first_read_step"], 1);
+        assert_eq!((lean.target_declared, lean.first_target_read_step), (true, Some(1)));
         assert_eq!((lean.outcome, lean.wall_ms, lean.events), (Some(Outcome::Failed), 77, written.len() as u64));
         assert!(lean.skipped_events.is_empty());
+        // The context kinds: two turns of 43 and 50 tokens; 1 + 2 sections reduced, 1 + 2
+        // blocks dropped; two injected repo maps and one by the tool; one each of the rest.
+        assert_eq!((lean.context_turns, lean.context_tokens), (2, 93));
+        assert_eq!((lean.budget_reductions, lean.dropped_blocks), (3, 3));
+        assert_eq!((lean.repo_map_injections, lean.repo_map_tool_uses), (2, 1));
+        assert_eq!((lean.memory_updates, lean.compactions, lean.policy_retries), (1, 1, 1));
+        assert_eq!(lean.cached_input_tokens, 96, "cache hits of model_action and model_error");
+        // A results line carries them and reads back equal.
+        let line = serde_json::to_string(&lean).unwrap();
+        assert!(line.contains("\"context_tokens\":93") && line.contains("\"first_target_read_step\":1"), "{line}");
+        assert_eq!(serde_json::from_str::<CellSummary>(&line).unwrap(), lean);
+    }
+
+    /// One verifier_result with these metrics, folded alone.
+    fn fold_metrics(metrics: serde_json::Value) -> CellSummary {
+        let body = EventBody::VerifierResult {
+            passed: true,
+            duration_ms: 0,
+            checks: vec![],
+            metrics: serde_json::from_value(metrics).unwrap(),
+        };
+        let event = Event {
+            schema_version: crate::trace::event::SCHEMA_VERSION,
+            run_id: "r".into(),
+            cell_id: "c".into(),
+            seq: 0,
+            ts: "t".into(),
+            body,
+        };
+        summarize(&[event]).unwrap()
+    }
+
+    #[test]
+    fn the_first_read_of_the_target_tells_never_read_from_no_target() {
+        let read = fold_metrics(serde_json::json!({"first_read_step": 4}));
+        assert_eq!((read.target_declared, read.first_target_read_step), (true, Some(4)));
+        let never = fold_metrics(serde_json::json!({"first_read_step": null}));
+        assert_eq!((never.target_declared, never.first_target_read_step), (true, None));
+        let none = fold_metrics(serde_json::json!({}));
+        assert_eq!((none.target_declared, none.first_target_read_step), (false, None));
+        // A cell without a target and without context events writes a results line as before.
+        let line = serde_json::to_string(&none).unwrap();
+        for field in ["target_declared", "first_target_read_step", "context_turns", "cached_input_tokens"] {
+            assert!(!line.contains(field), "{field} is omitted when empty: {line}");
+        }
+        assert!(serde_json::to_string(&never).unwrap().contains("\"target_declared\":true"));
+    }
+
+    #[test]
+    fn an_old_results_line_reads_with_zero_context_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = serde_json::to_value(replay_trace(&sample(dir.path())).unwrap()).unwrap();
+        old.as_object_mut().unwrap().retain(|k, _| !k.starts_with("context_") && k != "target_declared");
+        let s: CellSummary = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            (s.context_turns, s.context_tokens, s.first_target_read_step, s.target_declared),
+            (0, 0, None, false)
+        );
     }
 
     /// Inserts `extra` lines after the first line of the trace at `path`.

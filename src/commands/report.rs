@@ -31,6 +31,9 @@ pub(crate) fn print(report: &MatrixReport, format: ReportFormat) -> Result<(), C
                 println!("{line}");
             }
             println!("{}", terminal::profile_table(&report.profile_stats));
+            for line in terminal::ablation_lines(report) {
+                println!("{line}");
+            }
             for line in terminal::comparison_lines(report) {
                 println!("{line}");
             }

@@ -121,6 +121,8 @@ struct Page {
     categories: Vec<BreakdownRow>,
     /// Per-split rows, same shape as the category rows.
     splits: Vec<BreakdownRow>,
+    /// An ablate run's tables (context, effects, failures...); empty for other commands.
+    ablation: Vec<super::ablation::TableView>,
     heatmap: Heatmap,
     failing: Vec<FailingRow>,
     notes: Vec<String>,
@@ -344,6 +346,7 @@ impl Page {
             power: report.power.sentence(),
             categories: category_rows(&report.category_stats, |s| s.category.as_deref()),
             splits: category_rows(&report.split_stats, |s| s.split.as_deref()),
+            ablation: report.ablation.as_ref().map(super::ablation::tables).unwrap_or_default(),
             heatmap: heatmap(report, &dom_ids),
             failing: report
                 .failing

@@ -119,6 +119,10 @@ pub fn render(report: &MatrixReport) -> String {
         let _ = writeln!(o);
     }
 
+    if let Some(a) = &report.ablation {
+        ablation(&mut o, a);
+    }
+
     breakdown(&mut o, "By category", "category", &report.category_stats, |s| s.category.as_deref());
     if !report.split_stats.is_empty() {
         let _ = writeln!(o);
@@ -148,6 +152,23 @@ pub fn render(report: &MatrixReport) -> String {
         }
     }
     o
+}
+
+/// An ablate run's section: each table of [`super::ablation::tables`] under its title.
+fn ablation(o: &mut String, a: &crate::aggregate::context::AblationReport) {
+    let _ = writeln!(o, "## Ablations\n");
+    for view in super::ablation::tables(a) {
+        let _ = writeln!(o, "### {}\n", view.title);
+        let _ = writeln!(o, "{}\n", view.note);
+        let _ = writeln!(o, "| {} |", view.headers.join(" | "));
+        let rule: Vec<&str> = view.numeric.iter().map(|n| if *n { "---:" } else { "---" }).collect();
+        let _ = writeln!(o, "|{}|", rule.join("|"));
+        for row in &view.rows {
+            let cells: Vec<String> = row.iter().map(|c| escape(c)).collect();
+            let _ = writeln!(o, "| {} |", cells.join(" | "));
+        }
+        let _ = writeln!(o);
+    }
 }
 
 /// A per-category or per-split table: the same columns and intervals as the summary.

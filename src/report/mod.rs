@@ -2,6 +2,7 @@
 //! [`model::MatrixReport`], which is itself built from traces only; so a live run and
 //! `hcbench report RUN_DIR` produce the same bytes.
 
+pub(crate) mod ablation;
 pub mod csv;
 pub mod exit_policy;
 pub mod html;

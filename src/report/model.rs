@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::exit_policy::{self, Judgement, Thresholds};
+use crate::aggregate::context::AblationReport;
 use crate::aggregate::{self, Comparison, GroupStats, Power};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
 use crate::rundir::{Manifest, PlannedCell, RunDirError};
@@ -20,6 +21,8 @@ use crate::trace::{Event, read_trace};
 
 /// 2: intervals carry their method (`{lo, hi, method}`), comparisons carry the paired test
 /// (p-value, Holm-adjusted p, three-state verdict, dropped cases), `split_stats` and `power`.
+/// Added within 2 (optional, so no bump): `ablation`, an ablate run's context tables and
+/// effects against `full`.
 pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// Largest text kept per timeline entry; the full text is in the trace and artifacts.
@@ -58,6 +61,10 @@ pub struct MatrixReport {
     pub comparisons: Vec<Comparison>,
     /// The smallest difference between profiles this run could have detected.
     pub power: Power,
+    /// An ablate run's context tables and each ablation's effect against `full`; absent from
+    /// every other command's report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ablation: Option<AblationReport>,
     /// Cells that ended without a valid verdict, with their class and reason.
     pub failing: Vec<FailingCell>,
     /// Traces that could not be read, and other things a reader must know.
@@ -181,6 +188,8 @@ pub fn from_cells(
         aggregate::compare_with_first(&groups, &cells, epochs)
     };
     let power = aggregate::power(&groups, &cells, epochs);
+    let ablation =
+        (!manifest.ablations.is_empty()).then(|| AblationReport::build(&groups, &cells, &comparisons, epochs));
     let mut notes = notes;
     let mut budget_cut = None;
     if let Some(budget) = manifest.budget_usd {
@@ -226,6 +235,7 @@ pub fn from_cells(
         split_stats,
         comparisons,
         power,
+        ablation,
         failing,
         notes,
         timelines,

@@ -1,6 +1,6 @@
 //! Terminal tables (comfy-table): cells for `run` and `replay`, profiles for `matrix`.
 
-use comfy_table::{Table, presets};
+use comfy_table::{CellAlignment, Table, presets};
 
 use super::exit_policy::Judgement;
 use super::model::MatrixReport;
@@ -120,6 +120,30 @@ pub fn comparison_lines(report: &MatrixReport) -> Vec<String> {
         .collect();
     lines.extend(comparisons_sentence(report));
     lines.push(format!("power: {}", report.power.sentence()));
+    lines
+}
+
+/// An ablate run's tables (outcomes and behaviour, context, effects, failures), each under
+/// its title; nothing for other commands. The per-category tables are in report.md and
+/// report.html, where width is not a problem.
+pub fn ablation_lines(report: &MatrixReport) -> Vec<String> {
+    let Some(a) = &report.ablation else { return Vec::new() };
+    let mut lines = Vec::new();
+    for view in super::ablation::terminal_tables(a) {
+        lines.push(format!("{}:", view.title));
+        let mut t = Table::new();
+        t.load_preset(presets::UTF8_FULL_CONDENSED);
+        t.set_header(view.headers.clone());
+        for row in &view.rows {
+            t.add_row(row.clone());
+        }
+        for (i, numeric) in view.numeric.iter().enumerate() {
+            if *numeric && let Some(column) = t.column_mut(i) {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        lines.push(t.to_string());
+    }
     lines
 }
 
