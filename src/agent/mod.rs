@@ -7,6 +7,7 @@
 //! live summary and a later replay agree by construction.
 
 pub mod context;
+pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
 pub mod score;
