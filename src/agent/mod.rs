@@ -8,6 +8,7 @@
 
 pub mod compaction;
 pub mod context;
+pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
 pub mod score;
