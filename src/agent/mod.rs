@@ -9,6 +9,7 @@
 pub mod context;
 pub(crate) mod paths;
 pub mod policy;
+pub mod repomap;
 pub mod score;
 pub mod spec;
 pub mod tokens;
@@ -106,7 +107,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
     let spec = plan.spec.as_ref();
     let repo_map = if spec.repo_map {
-        let call = Call::RepoMap { path: ".".into() };
+        let call = Call::RepoMap { path: ".".into(), query: None };
         Some(crate::util::truncate_str(&tools::execute(&call, case, &ws).await.text, spec.budgets.memory).to_string())
     } else {
         None
