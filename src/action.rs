@@ -147,8 +147,11 @@ pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         tool: Tool::RepoMap,
         name: "repo_map",
-        summary: "top-level classes and functions of each Python file",
-        args: &[arg("path", Text, Optional, "", "directory")],
+        summary: "files and their classes and functions, most relevant to the query first",
+        args: &[
+            arg("path", Text, Optional, "", "directory"),
+            arg("query", Text, Optional, "", "what to rank files by, default the task"),
+        ],
         read_only: true,
     },
     ToolDef {
@@ -300,6 +303,8 @@ pub enum Call {
     RepoMap {
         #[serde(default = "default_dot")]
         path: String,
+        #[serde(default)]
+        query: Option<String>,
     },
     EditFile {
         path: String,
@@ -432,7 +437,7 @@ mod tests {
                 "list_files {path?: dir (default \".\"), max_depth?: int (default 4)} - list files, ignore-aware",
                 "read_file {path, start_line?, end_line?} - read a file (1-based inclusive line range)",
                 "search_code {pattern: regex, path?: dir, glob?: e.g. \"*.py\"} - search file contents",
-                "repo_map {path?} - top-level classes and functions of each Python file",
+                "repo_map {path?, query?} - files and their classes and functions, most relevant to the query first",
                 "edit_file {path, old, new} - replace the exact text `old` (must occur exactly once) by `new`",
                 "write_file {path, content, overwrite?: bool} - create a file (overwrite only if asked)",
                 "run_tests {} - run the task's test command",

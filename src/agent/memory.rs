@@ -215,7 +215,7 @@ impl WorkingMemory {
                     self.upsert(Block::OpenQuestions, key, text);
                 }
             }
-            Call::RepoMap { path } => self.on_failure(step, "repo_map", &display_dir(path), out),
+            Call::RepoMap { path, .. } => self.on_failure(step, "repo_map", &display_dir(path), out),
             Call::Finish { .. } => {}
         }
         self.prune();

@@ -11,6 +11,7 @@ pub mod context;
 pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
+pub mod repomap;
 pub mod score;
 pub mod spec;
 pub mod tokens;
@@ -29,6 +30,7 @@ use crate::replay::{CellSummary, SummaryBuilder};
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, EventBody, Outcome};
 use compaction::Compactor;
+use memory::WorkingMemory;
 use context::{ContextState, Observation, Rendered};
 use policy::Decision;
 use spec::{AgentSpec, ContextMode};
@@ -109,12 +111,31 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
     let spec = plan.spec.as_ref();
     let managed = spec.mode != ContextMode::None;
+    // The injected map is ranked once per cell, against the task: it is the same every turn,
+    // which keeps the context's prefix stable (docs/context.md).
     let repo_map = if spec.repo_map && managed {
-        let call = Call::RepoMap { path: ".".into() };
-        Some(tools::execute(&call, case, &ws).await.text)
+        let index = repomap::RepoIndex::build(&ws);
+        let stats = index.stats();
+        rec.emit(EventBody::RepoMapBuilt {
+            files: stats.files,
+            symbols: stats.symbols,
+            skipped: stats.skipped,
+            parsers: stats.parsers,
+            duration_ms: stats.duration_ms,
+        })?;
+        let view = index.render(&case.prompt, ".", spec.budgets.repo_map);
+        rec.emit(EventBody::RepoMapUsed {
+            step: 1,
+            via: "context".into(),
+            query: crate::util::truncate_str(&view.query, 200).to_string(),
+            files: view.files,
+            tokens: view.tokens,
+        })?;
+        Some(view.text)
     } else {
         None
     };
+    let mut memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
     let mut invalid_in_a_row = 0u32;
     let mut observations: Vec<Observation> = Vec::new();
     let mut compactor = Compactor::default();
@@ -124,19 +145,25 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let mut provider_failure: Option<String> = None;
 
     for step in 1..=case.step_budget {
-        let memory_text = if files_modified.is_empty() {
-            String::new()
-        } else {
-            format!("Files modified so far: {}.", files_modified.join(", "))
+        let memory_view = |budget: usize| {
+            let m = memory.as_ref().map(|m| m.render(budget)).unwrap_or_default();
+            Rendered {
+                text: m.text,
+                tokens: m.tokens,
+                raw_tokens: m.raw_tokens,
+                reduced: m.reduced,
+                cut: 0,
+                dropped_blocks: m.dropped_blocks,
+            }
         };
-        let memory = |budget: usize| Rendered::clipped(&memory_text, budget);
+        let memory_section = memory.is_some().then_some(&memory_view as context::Renderer<'_>);
         let packed_summary = |budget: usize| compactor.render(budget);
         let mut packed = context::pack(&ContextState {
             case,
             spec,
             repo_map: repo_map.as_deref(),
             packed: (!compactor.is_empty()).then_some(&packed_summary as context::Renderer<'_>),
-            memory: Some(&memory),
+            memory: memory_section,
             step,
             observations: &observations[compactor.folded()..],
         });
@@ -158,7 +185,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     spec,
                     repo_map: repo_map.as_deref(),
                     packed: Some(&packed_summary),
-                    memory: Some(&memory),
+                    memory: memory_section,
                     step,
                     observations: &observations[compactor.folded()..],
                 });
@@ -246,6 +273,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                 if spec.explain_denials {
                     rec.emit(EventBody::PolicyRetry { step, cause: "invalid_action".into(), message: text.clone() })?;
                 }
+                remember_refusal(&mut rec, memory.as_mut(), step, &tool_name, &text)?;
                 observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
             }
             Ok(call) => match policy::decide(&call, case, &ws) {
@@ -266,6 +294,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     if spec.explain_denials {
                         rec.emit(EventBody::PolicyRetry { step, cause: "denied".into(), message: text.clone() })?;
                     }
+                    remember_refusal(&mut rec, memory.as_mut(), step, &tool_name, &text)?;
                     observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
                 }
                 Decision::Allow => {
@@ -290,6 +319,21 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     }
                     finished = call.tool() == Tool::Finish;
                     emit_result(&mut rec, step, &tool_name, &out, preview, duration_ms)?;
+                    if let Some(view) = &out.repo_map {
+                        rec.emit(EventBody::RepoMapUsed {
+                            step,
+                            via: "tool".into(),
+                            query: crate::util::truncate_str(&view.query, 200).to_string(),
+                            files: view.files.clone(),
+                            tokens: view.tokens,
+                        })?;
+                    }
+                    if let Some(m) = memory.as_mut() {
+                        let changes = m.observe(step, &call, &out);
+                        if !changes.is_empty() {
+                            rec.emit(EventBody::MemoryUpdated { step, changes })?;
+                        }
+                    }
                     let status = if out.ok { "ok" } else { "failed" };
                     let mut o = Observation::new(step, &tool_name, brief, status, &preview_text(&out.text));
                     o.read = out.read.clone().filter(|_| out.ok);
@@ -356,6 +400,19 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
 fn finish(rec: Recorder) -> CellSummary {
     rec.summary.finish().expect("run_started was recorded")
+}
+
+/// Tells the working memory (mode `memory`) about a call that did not run.
+fn remember_refusal(
+    rec: &mut Recorder,
+    memory: Option<&mut WorkingMemory>,
+    step: u32,
+    tool: &str,
+    told: &str,
+) -> io::Result<()> {
+    let Some(m) = memory else { return Ok(()) };
+    let changes = m.observe_refused(step, tool, told);
+    if changes.is_empty() { Ok(()) } else { rec.emit(EventBody::MemoryUpdated { step, changes }) }
 }
 
 fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str) -> io::Result<()> {

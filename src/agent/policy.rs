@@ -86,7 +86,7 @@ pub fn decide(call: &Call, case: &Case, root: &Path) -> Decision {
         Decision::Allow
     };
     match call {
-        Call::ListFiles { path, .. } | Call::RepoMap { path } => match confine(root, path) {
+        Call::ListFiles { path, .. } | Call::RepoMap { path, .. } => match confine(root, path) {
             Ok(_) => Decision::Allow,
             Err(e) => Decision::Deny(e),
         },

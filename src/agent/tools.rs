@@ -16,6 +16,7 @@ use grep_searcher::Searcher;
 use grep_searcher::sinks::UTF8;
 
 use super::paths::{confine, is_secret_name, normalize};
+use super::repomap::{RepoIndex, RepoMapView};
 use crate::action::Call;
 use crate::bench::Case;
 use crate::process::{self, CommandSpec};
@@ -27,6 +28,8 @@ pub struct ToolOutput {
     pub text: String,
     pub modified: Vec<String>,
     pub read: Option<String>,
+    /// The map the `repo_map` tool showed (for `repo_map_used`).
+    pub repo_map: Option<RepoMapView>,
 }
 
 impl ToolOutput {
@@ -41,13 +44,17 @@ impl ToolOutput {
 /// Most entries `list_files` and `search_code` return before saying "more".
 const MAX_ENTRIES: usize = 2000;
 
+/// Estimated tokens of the `repo_map` tool's output: room for the few dozen most relevant
+/// files with their symbols, well under the preview limit the loop shows the model.
+pub const REPO_MAP_TOOL_BUDGET: usize = 1500;
+
 /// Runs an allowed `call` in the workspace at `root` (canonical).
 pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
     match call {
         Call::ListFiles { path, max_depth } => list_files(root, path, *max_depth),
         Call::ReadFile { path, start_line, end_line } => read_file(root, path, *start_line, *end_line),
         Call::SearchCode { pattern, path, glob } => search_code(root, pattern, path, glob.as_deref()),
-        Call::RepoMap { path } => repo_map(root, path),
+        Call::RepoMap { path, query } => repo_map(root, path, query.as_deref().unwrap_or(&case.prompt)),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
         Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true).await,
@@ -193,26 +200,18 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
     ToolOutput::ok(out)
 }
 
-fn repo_map(root: &Path, path: &str) -> ToolOutput {
+/// The ranked map of the workspace under `path`. The index is built afresh on every call: the
+/// agent edits files between calls, and a build takes milliseconds on a case's workspace.
+fn repo_map(root: &Path, path: &str, query: &str) -> ToolOutput {
     let dir = match confine(root, path) {
         Ok(d) => d,
         Err(e) => return ToolOutput::fail(e),
     };
-    let mut out = String::new();
-    for entry in walker(root, &dir, None).flatten() {
-        let p = entry.path();
-        if !entry.file_type().is_some_and(|t| t.is_file()) || p.extension().is_none_or(|e| e != "py") {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(p) else { continue };
-        let _ = writeln!(out, "{}:", rel(root, p));
-        for (i, line) in text.lines().enumerate() {
-            if line.starts_with("def ") || line.starts_with("class ") || line.starts_with("async def ") {
-                let _ = writeln!(out, "  {:>5}| {}", i + 1, line.trim_end_matches(':'));
-            }
-        }
+    if !dir.is_dir() {
+        return ToolOutput::fail(format!("`{path}` is not a directory"));
     }
-    ToolOutput::ok(out)
+    let view = RepoIndex::build(root).render(query, path, REPO_MAP_TOOL_BUDGET);
+    ToolOutput { ok: true, text: view.text.clone(), repo_map: Some(view), ..Default::default() }
 }
 
 fn edit_file(root: &Path, path: &str, old: &str, new: &str) -> ToolOutput {
@@ -243,7 +242,7 @@ fn edit_file(root: &Path, path: &str, old: &str, new: &str) -> ToolOutput {
     if let Err(e) = std::fs::write(&file, updated) {
         return ToolOutput::fail(format!("cannot write `{path}`: {e}"));
     }
-    ToolOutput { ok: true, text: format!("edited `{path}`"), modified: vec![normalize(path)], read: None }
+    ToolOutput { ok: true, text: format!("edited `{path}`"), modified: vec![normalize(path)], ..Default::default() }
 }
 
 fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOutput {
@@ -269,7 +268,7 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite: bool) -> ToolOu
         ok: true,
         text: format!("wrote {} bytes to `{path}`", content.len()),
         modified: vec![normalize(path)],
-        read: None,
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,1219 @@
+//! The ranked repo map: an index of a workspace's text files and their symbols, and a view of
+//! it ranked against a query and rendered within a token budget.
+//!
+//! The model sees a workspace through a small window, so the map must spend its budget on the
+//! files that matter for the case, not on the first files in path order. Building and ranking
+//! are therefore separate: [`RepoIndex::build`] does the query-independent work once (walk,
+//! read, extract symbols, split identifiers into words, link files that mention each other's
+//! symbols), and [`RepoIndex::render`] ranks that index against a query, which is cheap enough
+//! to do for every query.
+//!
+//! - **What is indexed**: every text file the `ignore` walker yields (`.gitignore` respected,
+//!   `.git` skipped, hidden files included, symlinks not followed). Secret file names
+//!   ([`is_secret_name`]) are skipped before they are opened, so they cannot appear in a map;
+//!   so are binary files (a NUL byte) and files over [`MAX_FILE_BYTES`]. Each skip is counted.
+//! - **Extractors**: Python files are parsed with tree-sitter's Python grammar (classes,
+//!   functions, methods and module constants, with signatures, decorators and `async`);
+//!   a few other languages get one regex per kind of definition, with nesting taken from
+//!   indentation; every other text file has no symbols but is still ranked by its path and words.
+//! - **Ranking**: a file's overlap score sums, over the query's words, the word's rarity (BM25
+//!   idf) times where the file has it (path 3, a symbol name 2, anywhere in the text 0.5),
+//!   scaled by the share of query words it has at all, plus a bonus when the query names the file.
+//!   Those scores seed a personalized PageRank over the reference graph (A -> B when A mentions a
+//!   name B defines), so the definitions that relevant files use rise too. The final score is the
+//!   normalized overlap plus a quarter of the normalized rank; ties go to the path.
+//! - Everything is deterministic: files are sorted by path, hashes are FNV-1a (no random seed),
+//!   floating sums run in a fixed order, and every sort has a total tie-break.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use regex::Regex;
+
+use super::paths::{is_secret_name, normalize};
+use super::tokens::{clip, estimate};
+
+/// Files larger than this are skipped: generated data or vendored bundles, not code to navigate.
+pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// Signatures longer than this are cut (with `...`): a map line is a pointer, not the code.
+const MAX_SIGNATURE_CHARS: usize = 160;
+/// Regex extraction ignores longer lines (minified code would yield noise).
+const MAX_REGEX_LINE: usize = 400;
+/// A name defined in more files than this links nothing: it is a convention (`run`, `setUp`),
+/// not a reference to one definition.
+const MAX_DEFINERS: usize = 32;
+/// PageRank's damping factor and iteration limit.
+const DAMPING: f64 = 0.85;
+const RANK_ITERATIONS: usize = 30;
+/// Share of a test file's overlap that counts. A task's words often describe the failing test
+/// (its names repeat the symptom), but the fix, and so the file to read first, lies elsewhere;
+/// the tests stay in the map, lower.
+const TEST_FILE_WEIGHT: f64 = 0.4;
+/// Weight of the normalized rank next to the normalized overlap in the final score.
+const RANK_WEIGHT: f64 = 0.25;
+
+/// Which extractor produced a file's symbols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Extractor {
+    TreeSitterPython,
+    Regex,
+    None,
+}
+
+impl Extractor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Extractor::TreeSitterPython => "tree-sitter-python",
+            Extractor::Regex => "regex",
+            Extractor::None => "none",
+        }
+    }
+}
+
+/// One definition in a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Symbol {
+    pub name: String,
+    /// What the map shows, e.g. `async def fetch(url: str) -> bytes`, `class Pager(Base)`.
+    pub signature: String,
+    /// 1-based line of the definition (of `def`/`class`, after any decorators).
+    pub line: u32,
+    /// Index of the enclosing symbol in the same file (a method's class).
+    pub parent: Option<u32>,
+    /// Words of the name (hashes), for ranking.
+    words: Vec<u64>,
+}
+
+/// One indexed text file.
+#[derive(Debug, Clone)]
+struct FileEntry {
+    /// Workspace-relative, `/`-separated.
+    path: String,
+    extractor: Extractor,
+    symbols: Vec<Symbol>,
+    path_words: Vec<u64>,
+    /// Sorted, unique: words of every symbol name.
+    symbol_words: Vec<u64>,
+    /// Sorted, unique: words of every identifier-shaped token in the text (strings and
+    /// comments included: an error message's words are how a task describes the file).
+    words: Vec<u64>,
+    /// Sorted, unique hashes of the raw identifiers (3 bytes or more), for the reference graph;
+    /// emptied once the graph is built.
+    idents: Vec<u64>,
+}
+
+/// One indexed workspace. Query-independent; [`RepoIndex::render`] ranks it.
+#[derive(Debug, Clone, Default)]
+pub struct RepoIndex {
+    /// Sorted by path.
+    files: Vec<FileEntry>,
+    skipped: u32,
+    /// Reference graph: per file, (target file, weight), sorted by target.
+    edges: Vec<Vec<(u32, f64)>>,
+    duration_ms: u64,
+}
+
+/// What an index holds, for `repo_map_built`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexStats {
+    pub files: u32,
+    pub symbols: u32,
+    /// Secrets, binary files, files over [`MAX_FILE_BYTES`], unreadable entries.
+    pub skipped: u32,
+    /// Files per extractor name (`tree-sitter-python`, `regex`, `none`).
+    pub parsers: BTreeMap<String, u32>,
+    /// Wall time of [`RepoIndex::build`].
+    pub duration_ms: u64,
+}
+
+/// A rendered map, for the model and for `repo_map_used`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoMapView {
+    pub text: String,
+    /// Files shown, most relevant first.
+    pub files: Vec<String>,
+    /// Estimated tokens of `text`; never above the budget.
+    pub tokens: usize,
+    pub query: String,
+    /// Indexed files under the scope (shown or not).
+    pub total_files: usize,
+}
+
+impl RepoIndex {
+    /// Indexes the workspace at `root`. Never fails: what cannot be read is counted as skipped.
+    pub fn build(root: &Path) -> RepoIndex {
+        let started = Instant::now();
+        let mut skipped = 0u32;
+        let mut candidates: Vec<(String, std::path::PathBuf)> = Vec::new();
+        let walk = ignore::WalkBuilder::new(root)
+            .hidden(false)
+            .git_ignore(true)
+            .require_git(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        for entry in walk {
+            let Ok(entry) = entry else {
+                skipped += 1;
+                continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            if is_secret_name(&entry.file_name().to_string_lossy()) {
+                skipped += 1;
+                continue;
+            }
+            if entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES) {
+                skipped += 1;
+                continue;
+            }
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            candidates.push((normalize(&rel.to_string_lossy()), entry.into_path()));
+        }
+        candidates.sort();
+
+        let parsed: Vec<Option<FileEntry>> = candidates
+            .par_iter()
+            .map_init(python_parser, |parser, (rel, abs)| {
+                let bytes = std::fs::read(abs).ok()?;
+                if bytes.contains(&0) {
+                    return None;
+                }
+                Some(index_file(rel, &String::from_utf8_lossy(&bytes), parser.as_mut()))
+            })
+            .collect();
+        let mut files = Vec::with_capacity(parsed.len());
+        for entry in parsed {
+            match entry {
+                Some(f) => files.push(f),
+                None => skipped += 1,
+            }
+        }
+        let edges = reference_graph(&mut files);
+        RepoIndex { files, skipped, edges, duration_ms: started.elapsed().as_millis() as u64 }
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let mut parsers = BTreeMap::new();
+        for f in &self.files {
+            *parsers.entry(f.extractor.as_str().to_string()).or_insert(0) += 1;
+        }
+        IndexStats {
+            files: self.files.len() as u32,
+            symbols: self.files.iter().map(|f| f.symbols.len() as u32).sum(),
+            skipped: self.skipped,
+            parsers,
+            duration_ms: self.duration_ms,
+        }
+    }
+
+    /// The map ranked against `query`, only files under `scope` (`.` = all), rendered within
+    /// `budget_tokens` (estimated with [`estimate`]).
+    pub fn render(&self, query: &str, scope: &str, budget_tokens: usize) -> RepoMapView {
+        let scope = normalize(scope);
+        let in_scope: Vec<usize> = (0..self.files.len())
+            .filter(|&i| {
+                let p = &self.files[i].path;
+                scope.is_empty() || p == &scope || (p.starts_with(&scope) && p[scope.len()..].starts_with('/'))
+            })
+            .collect();
+        let query_words = Query::new(query, &self.files);
+        let scores = self.file_scores(&query_words, query);
+        let mut ranked = in_scope.clone();
+        ranked.sort_by(|&a, &b| {
+            scores[b].total_cmp(&scores[a]).then_with(|| self.files[a].path.cmp(&self.files[b].path))
+        });
+
+        let mut view = RepoMapView {
+            text: String::new(),
+            files: Vec::new(),
+            tokens: 0,
+            query: query.to_string(),
+            total_files: in_scope.len(),
+        };
+        if ranked.is_empty() {
+            let shown = if scope.is_empty() { ".".to_string() } else { scope };
+            let line = format!("(no text files to map under `{shown}`)\n");
+            let (text, tokens) = clip(&line, budget_tokens);
+            view.text = text.to_string();
+            view.tokens = tokens;
+            return view;
+        }
+
+        // The footer always fits: its cost is reserved up front, with the widest count.
+        let reserve = estimate(&footer(ranked.len(), ranked.len()));
+        let mut used = 0usize;
+        let mut text = String::new();
+        'files: for (rank, &i) in ranked.iter().enumerate() {
+            let file = &self.files[i];
+            let header = format!("{}:\n", file.path);
+            let cost = estimate(&header);
+            if used + cost + reserve > budget_tokens {
+                break;
+            }
+            text.push_str(&header);
+            used += cost;
+            view.files.push(file.path.clone());
+            let lines = symbol_lines(file, &query_words, rank);
+            for line in lines {
+                let cost = estimate(&line);
+                if used + cost + reserve > budget_tokens {
+                    break 'files;
+                }
+                text.push_str(&line);
+                used += cost;
+            }
+        }
+        text.push_str(&footer(ranked.len() - view.files.len(), ranked.len()));
+        // Line estimates add up to at least the whole text's estimate, so this holds; the clip
+        // covers a budget too small even for the footer.
+        let (text, tokens) = clip(&text, budget_tokens);
+        view.text = text.to_string();
+        view.tokens = tokens;
+        view
+    }
+
+    /// Each file's final score: normalized overlap plus weighted, normalized personalized rank.
+    fn file_scores(&self, query: &Query, raw_query: &str) -> Vec<f64> {
+        let n = self.files.len();
+        let lower = raw_query.to_lowercase();
+        let full: f64 = query.words.iter().map(|w| w.idf * 5.5).sum::<f64>().max(1.0);
+        let overlap: Vec<f64> = self
+            .files
+            .par_iter()
+            .map(|f| {
+                let mut score = 0.0;
+                let mut matched = 0usize;
+                for w in &query.words {
+                    let mut m = 0.0;
+                    if f.path_words.binary_search(&w.hash).is_ok() {
+                        m += 3.0;
+                    }
+                    if f.symbol_words.binary_search(&w.hash).is_ok() {
+                        m += 2.0;
+                    }
+                    if f.words.binary_search(&w.hash).is_ok() {
+                        m += 0.5;
+                    }
+                    if m > 0.0 {
+                        score += w.idf * m;
+                        matched += 1;
+                    }
+                }
+                if !query.words.is_empty() {
+                    score *= matched as f64 / query.words.len() as f64;
+                }
+                if is_test_path(&f.path) {
+                    score *= TEST_FILE_WEIGHT;
+                }
+                // A query that names the file (`errcat/catalog.py`, `catalog.py`) means it.
+                let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+                if f.path.contains('/') && lower.contains(&f.path.to_lowercase()) {
+                    score += full;
+                } else if name.contains('.') && mentions(&lower, &name.to_lowercase()) {
+                    score += full / 2.0;
+                }
+                score
+            })
+            .collect();
+        let total: f64 = overlap.iter().sum();
+        let personal: Vec<f64> =
+            if total > 0.0 { overlap.iter().map(|s| s / total).collect() } else { vec![1.0 / n as f64; n] };
+        let rank = pagerank(&self.edges, &personal);
+        let max_overlap = overlap.iter().copied().fold(0.0, f64::max);
+        let max_rank = rank.iter().copied().fold(0.0, f64::max);
+        (0..n)
+            .map(|i| {
+                let o = if max_overlap > 0.0 { overlap[i] / max_overlap } else { 0.0 };
+                let r = if max_rank > 0.0 { rank[i] / max_rank } else { 0.0 };
+                o + RANK_WEIGHT * r
+            })
+            .collect()
+    }
+}
+
+/// True for test files: a `test`/`tests` folder, `test_*`, `*_test.*`, `*.test.*`, `*.spec.*`,
+/// `conftest.py`.
+fn is_test_path(path: &str) -> bool {
+    let mut parts = path.rsplit('/');
+    let name = parts.next().unwrap_or("").to_ascii_lowercase();
+    let stem = name.split('.').next().unwrap_or("");
+    parts.any(|d| d == "test" || d == "tests")
+        || name.starts_with("test_")
+        || stem.ends_with("_test")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || name == "conftest.py"
+}
+
+/// True when `name` occurs in `text` not glued to a longer name (`a.py` is not in `data.py`).
+fn mentions(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        before.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '.'))
+    })
+}
+
+fn footer(not_shown: usize, total: usize) -> String {
+    if not_shown == 0 {
+        format!("[all {total} files shown]\n")
+    } else {
+        format!("[{not_shown} more files not shown]\n")
+    }
+}
+
+/// The query's distinct words with their rarity over the index.
+struct Query {
+    words: Vec<QueryWord>,
+}
+
+struct QueryWord {
+    hash: u64,
+    idf: f64,
+}
+
+impl Query {
+    fn new(query: &str, files: &[FileEntry]) -> Query {
+        let mut hashes = Vec::new();
+        for_each_identifier(query, |ident| for_each_word(ident, |w| hashes.push(word_hash(w))));
+        hashes.sort_unstable();
+        hashes.dedup();
+        let n = files.len() as f64;
+        let words = hashes
+            .into_iter()
+            .map(|hash| {
+                let df = files
+                    .iter()
+                    .filter(|f| f.words.binary_search(&hash).is_ok() || f.path_words.binary_search(&hash).is_ok())
+                    .count() as f64;
+                // BM25's idf: positive, and small for words most files have.
+                QueryWord { hash, idf: (1.0 + (n - df + 0.5) / (df + 0.5)).ln() }
+            })
+            .collect();
+        Query { words }
+    }
+
+    fn score(&self, words: &[u64]) -> f64 {
+        self.words.iter().filter(|w| words.contains(&w.hash)).map(|w| w.idf).sum()
+    }
+}
+
+/// Symbol lines of `file` for the map: most relevant first, each class's members under it.
+/// Files further down the ranking show fewer of their unrelated symbols.
+fn symbol_lines(file: &FileEntry, query: &Query, rank: usize) -> Vec<String> {
+    let syms = &file.symbols;
+    let own: Vec<f64> = syms.iter().map(|s| query.score(&s.words)).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); syms.len()];
+    let mut roots = Vec::new();
+    for (i, s) in syms.iter().enumerate() {
+        match s.parent {
+            Some(p) => children[p as usize].push(i),
+            None => roots.push(i),
+        }
+    }
+    // A parent is as relevant as its most relevant member. Parents precede their members, so
+    // a backwards pass sees every member before its parent.
+    let mut subtree = own.clone();
+    for i in (0..syms.len()).rev() {
+        if let Some(p) = syms[i].parent {
+            subtree[p as usize] = subtree[p as usize].max(subtree[i]);
+        }
+    }
+    let order = |list: &mut Vec<usize>| {
+        list.sort_by(|&a, &b| subtree[b].total_cmp(&subtree[a]).then(syms[a].line.cmp(&syms[b].line)))
+    };
+    order(&mut roots);
+    for c in &mut children {
+        order(c);
+    }
+    let mut flat: Vec<(usize, usize)> = Vec::new();
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&i| (i, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        flat.push((i, depth));
+        stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+    }
+    let cap = match rank {
+        0 => 24,
+        1..=4 => 12,
+        _ => 6,
+    };
+    // Relevant symbols are always kept (up to 40); unrelated ones up to the rank's cap. The
+    // order is preorder, so cutting a prefix never shows a member without its parent.
+    let relevant = flat.iter().take_while(|&&(i, _)| subtree[i] > 0.0).count();
+    let keep = relevant.min(40).max(cap).min(flat.len());
+    let mut lines: Vec<String> = flat[..keep]
+        .iter()
+        .map(|&(i, depth)| format!("{:>6}| {}{}\n", syms[i].line, "  ".repeat(depth), syms[i].signature))
+        .collect();
+    if keep < flat.len() {
+        lines.push(format!("      | ... {} more\n", flat.len() - keep));
+    }
+    lines
+}
+
+/// Personalized PageRank over `edges`, teleporting (and redistributing dangling rank) by
+/// `personal`, which sums to 1.
+fn pagerank(edges: &[Vec<(u32, f64)>], personal: &[f64]) -> Vec<f64> {
+    let n = personal.len();
+    let out: Vec<f64> = edges.iter().map(|e| e.iter().map(|(_, w)| w).sum()).collect();
+    let mut rank = personal.to_vec();
+    let mut next = vec![0.0; n];
+    for _ in 0..RANK_ITERATIONS {
+        next.iter_mut().for_each(|x| *x = 0.0);
+        let mut dangling = 0.0;
+        for a in 0..n {
+            if out[a] > 0.0 {
+                let share = DAMPING * rank[a] / out[a];
+                for &(b, w) in &edges[a] {
+                    next[b as usize] += share * w;
+                }
+            } else {
+                dangling += rank[a];
+            }
+        }
+        let mut delta = 0.0;
+        for i in 0..n {
+            next[i] += ((1.0 - DAMPING) + DAMPING * dangling) * personal[i];
+            delta += (next[i] - rank[i]).abs();
+        }
+        std::mem::swap(&mut rank, &mut next);
+        if delta < 1e-9 {
+            break;
+        }
+    }
+    rank
+}
+
+/// Links each file to the files defining names it mentions (weight 1/definers per name), then
+/// drops the identifier lists the links were made from.
+fn reference_graph(files: &mut [FileEntry]) -> Vec<Vec<(u32, f64)>> {
+    let mut definers: HashMap<u64, Vec<u32>> = HashMap::new();
+    for (i, f) in files.iter().enumerate() {
+        let mut names: Vec<u64> = f
+            .symbols
+            .iter()
+            .filter(|s| s.name.len() >= 3 && !s.name.starts_with("__"))
+            .map(|s| raw_hash(&s.name))
+            .collect();
+        // A code file also defines its module name (a package's `__init__.py`: the folder's).
+        if f.extractor != Extractor::None {
+            let mut parts = f.path.rsplit('/');
+            let name = parts.next().unwrap_or("");
+            let stem = name.split('.').next().unwrap_or("");
+            let module = if stem == "__init__" { parts.next().unwrap_or("") } else { stem };
+            if module.len() >= 3 {
+                names.push(raw_hash(module));
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        for h in names {
+            definers.entry(h).or_default().push(i as u32);
+        }
+    }
+    let edges = files
+        .par_iter()
+        .enumerate()
+        .map(|(a, f)| {
+            let mut acc: HashMap<u32, f64> = HashMap::new();
+            for h in &f.idents {
+                if let Some(defs) = definers.get(h)
+                    && defs.len() <= MAX_DEFINERS
+                {
+                    let w = 1.0 / defs.len() as f64;
+                    for &b in defs {
+                        if b as usize != a {
+                            *acc.entry(b).or_insert(0.0) += w;
+                        }
+                    }
+                }
+            }
+            let mut list: Vec<(u32, f64)> = acc.into_iter().collect();
+            list.sort_by_key(|&(b, _)| b);
+            list
+        })
+        .collect();
+    for f in files.iter_mut() {
+        f.idents = Vec::new();
+    }
+    edges
+}
+
+fn python_parser() -> Option<tree_sitter::Parser> {
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&tree_sitter_python::LANGUAGE.into()).ok()?;
+    Some(parser)
+}
+
+/// Indexes one file's text.
+fn index_file(path: &str, text: &str, parser: Option<&mut tree_sitter::Parser>) -> FileEntry {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let mut symbols = Vec::new();
+    let extractor = match (ext.as_str(), parser) {
+        ("py" | "pyi", Some(parser)) => {
+            python_symbols(parser, text, &mut symbols);
+            Extractor::TreeSitterPython
+        }
+        _ => match regex_language(&ext) {
+            Some(patterns) => {
+                regex_symbols(patterns, text, &mut symbols);
+                Extractor::Regex
+            }
+            None => Extractor::None,
+        },
+    };
+    for s in &mut symbols {
+        for_each_word(&s.name, |w| s.words.push(word_hash(w)));
+        s.words.sort_unstable();
+        s.words.dedup();
+    }
+    let mut symbol_words: Vec<u64> = symbols.iter().flat_map(|s| s.words.iter().copied()).collect();
+    symbol_words.sort_unstable();
+    symbol_words.dedup();
+
+    let mut path_words = Vec::new();
+    for_each_identifier(path, |ident| for_each_word(ident, |w| path_words.push(word_hash(w))));
+    path_words.sort_unstable();
+    path_words.dedup();
+
+    // Distinct identifiers first (hash and text), so each is split into words only once.
+    let mut idents: Vec<(u64, &str)> = Vec::new();
+    for_each_identifier(text, |ident| idents.push((raw_hash(ident), ident)));
+    idents.sort_unstable_by_key(|&(h, _)| h);
+    idents.dedup_by_key(|&mut (h, _)| h);
+    let mut words = Vec::new();
+    for (_, ident) in &idents {
+        for_each_word(ident, |w| words.push(word_hash(w)));
+    }
+    words.sort_unstable();
+    words.dedup();
+    let idents = idents.into_iter().filter(|(_, s)| s.len() >= 3).map(|(h, _)| h).collect();
+
+    FileEntry { path: path.to_string(), extractor, symbols, path_words, symbol_words, words, idents }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python, with tree-sitter
+
+fn python_symbols(parser: &mut tree_sitter::Parser, text: &str, out: &mut Vec<Symbol>) {
+    let Some(tree) = parser.parse(text, None) else { return };
+    python_block(tree.root_node(), text.as_bytes(), None, true, out);
+}
+
+fn node_text<'a>(node: tree_sitter::Node<'_>, src: &'a [u8]) -> &'a str {
+    node.utf8_text(src).unwrap_or("")
+}
+
+/// Definitions among the statements of `node`. Compound statements (`if TYPE_CHECKING:`,
+/// `try:` around imports) are looked into; expressions are not.
+fn python_block(node: tree_sitter::Node<'_>, src: &[u8], parent: Option<u32>, module: bool, out: &mut Vec<Symbol>) {
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        match child.kind() {
+            "function_definition" | "class_definition" => python_def(child, src, &[], parent, out),
+            "decorated_definition" => {
+                let mut c = child.walk();
+                let decorators: Vec<String> = child
+                    .named_children(&mut c)
+                    .filter(|d| d.kind() == "decorator")
+                    .map(|d| shorten(&one_line(node_text(d, src)), 40))
+                    .collect();
+                if let Some(def) = child.child_by_field_name("definition") {
+                    python_def(def, src, &decorators, parent, out);
+                }
+            }
+            "expression_statement" if module => {
+                // Module constants (`CATALOG = {...}`): often what a task's words point at.
+                if let Some(assign) = child.named_child(0).filter(|a| a.kind() == "assignment")
+                    && let Some(left) = assign.child_by_field_name("left").filter(|l| l.kind() == "identifier")
+                {
+                    let name = node_text(left, src);
+                    if is_constant_name(name) {
+                        let signature = match assign.child_by_field_name("type") {
+                            Some(t) => format!("{name}: {}", one_line(node_text(t, src))),
+                            None => format!("{name} = ..."),
+                        };
+                        out.push(symbol(name, signature, child.start_position().row, None));
+                    }
+                }
+            }
+            "if_statement" | "elif_clause" | "else_clause" | "try_statement" | "except_clause" | "finally_clause"
+            | "with_statement" | "for_statement" | "while_statement" | "block" => {
+                python_block(child, src, parent, module, out)
+            }
+            _ => {}
+        }
+    }
+}
+
+fn python_def(
+    node: tree_sitter::Node<'_>,
+    src: &[u8],
+    decorators: &[String],
+    parent: Option<u32>,
+    out: &mut Vec<Symbol>,
+) {
+    let Some(name_node) = node.child_by_field_name("name") else { return };
+    let name = node_text(name_node, src);
+    let mut signature: String = decorators.iter().map(|d| format!("{d} ")).collect();
+    if node.kind() == "class_definition" {
+        let _ = write!(signature, "class {name}");
+        if let Some(bases) = node.child_by_field_name("superclasses") {
+            signature.push_str(&one_line(node_text(bases, src)));
+        }
+    } else {
+        if node.child(0).is_some_and(|c| c.kind() == "async") {
+            signature.push_str("async ");
+        }
+        let _ = write!(signature, "def {name}");
+        if let Some(params) = node.child_by_field_name("parameters") {
+            signature.push_str(&one_line(node_text(params, src)));
+        }
+        if let Some(ret) = node.child_by_field_name("return_type") {
+            let _ = write!(signature, " -> {}", one_line(node_text(ret, src)));
+        }
+    }
+    out.push(symbol(name, shorten(&signature, MAX_SIGNATURE_CHARS), name_node.start_position().row, parent));
+    if let Some(body) = node.child_by_field_name("body") {
+        let me = (out.len() - 1) as u32;
+        python_block(body, src, Some(me), false, out);
+    }
+}
+
+fn is_constant_name(name: &str) -> bool {
+    name.len() >= 2
+        && name.bytes().any(|b| b.is_ascii_uppercase())
+        && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn symbol(name: &str, signature: String, row: usize, parent: Option<u32>) -> Symbol {
+    Symbol { name: name.to_string(), signature, line: row as u32 + 1, parent, words: Vec::new() }
+}
+
+/// Collapses a multi-line fragment (parameters over several lines) into one line.
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for w in s.split_whitespace() {
+        let glue = out.is_empty() || out.ends_with(['(', '[']) || w.starts_with([')', ']']);
+        if !glue {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out.replace(",)", ")").replace(",]", "]")
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    format!("{}...", crate::util::truncate_str(s, max - 3))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other languages, with one regex per kind of definition
+
+/// Patterns per language; each has a `name` group. Extensions map onto them in
+/// [`regex_language`].
+static PATTERNS: LazyLock<Vec<Vec<Regex>>> = LazyLock::new(|| {
+    let re = |p: &str| Regex::new(p).expect("valid regex");
+    let vis = r"(?:pub(?:\([^)]*\))?\s+)?";
+    let modifiers = r"(?:(?:public|private|protected|internal|static|final|abstract|sealed|open|data|partial|override|suspend|async|inline|export|default|readonly)\s+)*";
+    vec![
+        // 0: Rust
+        vec![
+            re(&format!(r#"^\s*{vis}(?:(?:const|async|unsafe|extern\s+"[^"]*")\s+)*fn\s+(?P<name>\w+)"#)),
+            re(&format!(r"^\s*{vis}(?:struct|enum|trait|union|type|mod)\s+(?P<name>\w+)")),
+            re(r"^\s*(?:unsafe\s+)?impl\b(?:<[^>]*>)?\s+(?:[\w:<>, ]+\s+for\s+)?(?P<name>\w+)"),
+            re(r"^\s*macro_rules!\s*(?P<name>\w+)"),
+        ],
+        // 1: JavaScript and TypeScript
+        vec![
+            re(r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*(?P<name>[\w$]+)"),
+            re(r"^\s*(?:export\s+)?(?:default\s+)?(?:abstract\s+)?(?:class|interface|enum)\s+(?P<name>[\w$]+)"),
+            re(r"^\s*(?:export\s+)?type\s+(?P<name>[\w$]+)\s*(?:<[^>]*>)?\s*="),
+            re(
+                r"^\s*(?:export\s+)?(?:const|let|var)\s+(?P<name>[\w$]+)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[\w$]+\s*=>)",
+            ),
+            re(&format!(
+                r"^\s+{modifiers}(?:get\s+|set\s+)?(?P<name>[A-Za-z_$][\w$]*)\s*\([^)]*\)\s*(?::\s*[^{{]+)?\{{\s*$"
+            )),
+        ],
+        // 2: Go
+        vec![re(r"^func\s+(?:\([^)]*\)\s*)?(?P<name>\w+)"), re(r"^type\s+(?P<name>\w+)")],
+        // 3: Java, Kotlin, C#, Scala, Swift
+        vec![
+            re(&format!(r"^\s*{modifiers}(?:class|interface|enum|record|object|struct|trait)\s+(?P<name>\w+)")),
+            re(&format!(r"^\s*{modifiers}(?:fun|func|def)\s+(?:<[^>]*>\s*)?(?P<name>\w+)")),
+            re(
+                r"^\s+(?:(?:public|private|protected|internal|static|final|abstract|synchronized|override|virtual|async)\s+)+[\w<>\[\],.? ]+\s+(?P<name>\w+)\s*\(",
+            ),
+        ],
+        // 4: Ruby
+        vec![re(r"^\s*def\s+(?:self\.)?(?P<name>\w+[?!]?)"), re(r"^\s*(?:class|module)\s+(?P<name>[\w:]+)")],
+        // 5: C and C++
+        vec![
+            re(r"^\s*(?:typedef\s+)?(?:struct|class|enum|union|namespace)\s+(?P<name>\w+)\s*(?:[:{]|$)"),
+            re(r"^[A-Za-z_][\w\s\*&:<>,]*[\s\*&](?P<name>[A-Za-z_][\w:~]*)\s*\([^;]*\)\s*(?:const\s*)?\{?\s*$"),
+        ],
+        // 6: shell
+        vec![re(r"^\s*(?:function\s+)?(?P<name>[A-Za-z_][\w-]*)\s*\(\)\s*\{?"), re(r"^\s*function\s+(?P<name>[\w-]+)")],
+        // 7: PHP
+        vec![
+            re(&format!(r"^\s*{modifiers}function\s+(?P<name>\w+)")),
+            re(r"^\s*(?:abstract\s+|final\s+)?(?:class|interface|trait)\s+(?P<name>\w+)"),
+        ],
+    ]
+});
+
+fn regex_language(ext: &str) -> Option<&'static [Regex]> {
+    let lang = match ext {
+        "rs" => 0,
+        "js" | "jsx" | "mjs" | "cjs" | "ts" | "tsx" | "mts" | "cts" => 1,
+        "go" => 2,
+        "java" | "kt" | "kts" | "cs" | "scala" | "swift" => 3,
+        "rb" => 4,
+        "c" | "h" | "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => 5,
+        "sh" | "bash" | "zsh" => 6,
+        "php" => 7,
+        _ => return None,
+    };
+    Some(&PATTERNS[lang])
+}
+
+/// Words that look like a definition to the method and function patterns but are control flow.
+const NOT_NAMES: &[&str] =
+    &["catch", "do", "else", "for", "foreach", "function", "if", "return", "sizeof", "switch", "while", "with"];
+
+fn regex_symbols(patterns: &[Regex], text: &str, out: &mut Vec<Symbol>) {
+    // (indent, symbol index) of the open definitions, innermost last.
+    let mut open: Vec<(usize, u32)> = Vec::new();
+    for (row, line) in text.lines().enumerate() {
+        if line.len() > MAX_REGEX_LINE || line.trim().is_empty() {
+            continue;
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") || trimmed.starts_with('#') || trimmed.starts_with('*') {
+            continue;
+        }
+        let Some(name) = patterns.iter().find_map(|p| p.captures(line).and_then(|c| c.name("name"))) else {
+            continue;
+        };
+        if NOT_NAMES.contains(&name.as_str()) {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        while open.last().is_some_and(|&(i, _)| i >= indent) {
+            open.pop();
+        }
+        let signature = trimmed.trim_end().trim_end_matches(['{', ':']).trim_end();
+        out.push(symbol(
+            name.as_str(),
+            shorten(&one_line(signature), MAX_SIGNATURE_CHARS),
+            row,
+            open.last().map(|&(_, s)| s),
+        ));
+        open.push((indent, (out.len() - 1) as u32));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Words
+
+/// Words too common in task prompts to say anything about a file.
+const STOP_WORDS: &[&str] = &[
+    "an", "and", "are", "as", "at", "be", "but", "by", "can", "def", "do", "doe", "for", "from", "have", "how", "if",
+    "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "self", "so", "such", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "to", "was", "were", "what", "when", "where", "which", "while",
+    "who", "why", "will", "with", "you", "your",
+];
+
+/// Calls `f` with every identifier-shaped token (`[A-Za-z_][A-Za-z0-9_]*`) of `text`.
+fn for_each_identifier<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            f(&text[start..i]);
+        } else if b[i].is_ascii_digit() {
+            // Digits glued to a word stay with it (`E4271`); a number alone is no identifier.
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Calls `f` with the lowercase, lightly stemmed words of an identifier: split at `_` and at
+/// case changes (`HTTPServerError` -> http, server, error), stop words and one-letter words
+/// dropped.
+fn for_each_word(ident: &str, mut f: impl FnMut(&str)) {
+    let b = ident.as_bytes();
+    let mut buf = String::new();
+    let mut emit = |part: &str, buf: &mut String| {
+        if part.len() < 2 {
+            return;
+        }
+        buf.clear();
+        buf.push_str(part);
+        buf.make_ascii_lowercase();
+        stem(buf);
+        if buf.len() >= 2 && STOP_WORDS.binary_search(&buf.as_str()).is_err() {
+            f(buf);
+        }
+    };
+    let mut start = 0;
+    for i in 0..b.len() {
+        if b[i] == b'_' {
+            emit(&ident[start..i], &mut buf);
+            start = i + 1;
+            continue;
+        }
+        if i > start && b[i].is_ascii_uppercase() {
+            let prev = b[i - 1];
+            let next_lower = b.get(i + 1).is_some_and(|c| c.is_ascii_lowercase());
+            if prev.is_ascii_lowercase() || prev.is_ascii_digit() || (prev.is_ascii_uppercase() && next_lower) {
+                emit(&ident[start..i], &mut buf);
+                start = i;
+            }
+        }
+    }
+    emit(&ident[start..], &mut buf);
+}
+
+/// Plural and third-person `s` off (`errors` -> `error`, `entries` -> `entry`), so a prompt's
+/// words meet the code's.
+fn stem(w: &mut String) {
+    if w.len() > 4 && w.ends_with("ies") {
+        w.truncate(w.len() - 3);
+        w.push('y');
+    } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        w.pop();
+    }
+}
+
+/// FNV-1a: fixed, seedless, so hashes (and everything sorted by them) are the same every run.
+fn raw_hash(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in s.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn word_hash(w: &str) -> u64 {
+    raw_hash(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = d.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        d
+    }
+
+    fn symbols_of(index: &RepoIndex, path: &str) -> Vec<(u32, String, Option<u32>)> {
+        let f = index.files.iter().find(|f| f.path == path).unwrap();
+        f.symbols.iter().map(|s| (s.line, s.signature.clone(), s.parent)).collect()
+    }
+
+    const PAGER: &str = r#"import functools
+
+MAX_PAGE = 50
+helper = 3
+
+
+@functools.lru_cache(maxsize=None)
+def page(items: list, size: int = 10) -> list:
+    """First page."""
+    def clamp(n):
+        return min(n, MAX_PAGE)
+    return items[: clamp(size)]
+
+
+class Pager(Base, metaclass=Meta):
+    class Cursor:
+        pass
+
+    @property
+    def total(self) -> int:
+        return 0
+
+    async def fetch(
+        self,
+        url: str,
+        retries: int = 3,
+    ) -> bytes:
+        ...
+
+    @staticmethod
+    @cached
+    def build(x): ...
+
+
+if TYPE_CHECKING:
+    def typed_only(): ...
+"#;
+
+    #[test]
+    fn python_symbols_come_from_the_parser_with_signatures_and_nesting() {
+        let d = tree(&[("pkg/pager.py", PAGER)]);
+        let index = RepoIndex::build(d.path());
+        let syms = symbols_of(&index, "pkg/pager.py");
+        let expected: Vec<(u32, String, Option<u32>)> = vec![
+            (3, "MAX_PAGE = ...".into(), None),
+            (8, "@functools.lru_cache(maxsize=None) def page(items: list, size: int = 10) -> list".into(), None),
+            (10, "def clamp(n)".into(), Some(1)),
+            (15, "class Pager(Base, metaclass=Meta)".into(), None),
+            (16, "class Cursor".into(), Some(3)),
+            (20, "@property def total(self) -> int".into(), Some(3)),
+            (23, "async def fetch(self, url: str, retries: int = 3) -> bytes".into(), Some(3)),
+            (32, "@staticmethod @cached def build(x)".into(), Some(3)),
+            (36, "def typed_only()".into(), None),
+        ];
+        assert_eq!(syms, expected);
+        let stats = index.stats();
+        assert_eq!(stats.parsers.get("tree-sitter-python"), Some(&1));
+        assert_eq!((stats.files, stats.symbols), (1, 9));
+
+        // Methods are indented under their class in the map.
+        let view = index.render("fetch the pager", ".", 1000);
+        assert!(
+            view.text.contains("    15| class Pager(Base, metaclass=Meta)\n    23|   async def fetch("),
+            "{}",
+            view.text
+        );
+    }
+
+    #[test]
+    fn other_languages_use_the_regex_fallback() {
+        let d = tree(&[
+            (
+                "src/lib.rs",
+                "pub struct Store {\n    n: u32,\n}\n\nimpl Store {\n    pub fn get(&self, key: &str) -> Option<u32> {\n        None\n    }\n}\n\npub(crate) enum Kind { A }\ntrait Loader {}\n",
+            ),
+            (
+                "web/app.ts",
+                "export class Router {\n  route(path: string): void {\n    if (x) {\n    }\n  }\n}\nexport async function serve(port: number) {\n}\nconst handler = async (req) => {\n};\n",
+            ),
+            (
+                "srv/main.go",
+                "package main\n\ntype Server struct {\n}\n\nfunc (s *Server) Handle(w Writer) error {\n}\n\nfunc main() {\n}\n",
+            ),
+            ("notes.txt", "def not_code(): pass\n"),
+        ]);
+        let index = RepoIndex::build(d.path());
+        let names =
+            |p: &str| symbols_of(&index, p).into_iter().map(|(l, s, parent)| (l, s, parent)).collect::<Vec<_>>();
+        assert_eq!(
+            names("src/lib.rs"),
+            vec![
+                (1, "pub struct Store".into(), None),
+                (5, "impl Store".into(), None),
+                (6, "pub fn get(&self, key: &str) -> Option<u32>".into(), Some(1)),
+                (11, "pub(crate) enum Kind { A }".into(), None),
+                (12, "trait Loader {}".into(), None),
+            ]
+        );
+        assert_eq!(
+            names("web/app.ts"),
+            vec![
+                (1, "export class Router".into(), None),
+                (2, "route(path: string): void".into(), Some(0)),
+                (7, "export async function serve(port: number)".into(), None),
+                (9, "const handler = async (req) =>".into(), None),
+            ]
+        );
+        assert_eq!(
+            names("srv/main.go"),
+            vec![
+                (3, "type Server struct".into(), None),
+                (6, "func (s *Server) Handle(w Writer) error".into(), None),
+                (9, "func main()".into(), None),
+            ]
+        );
+        assert!(names("notes.txt").is_empty());
+        let parsers = index.stats().parsers;
+        assert_eq!(parsers.get("regex"), Some(&3));
+        assert_eq!(parsers.get("none"), Some(&1));
+    }
+
+    #[test]
+    fn secrets_binaries_large_and_ignored_files_never_reach_the_map() {
+        let big = "x = 1\n".repeat((MAX_FILE_BYTES as usize) / 6 + 10);
+        let d = tree(&[
+            ("app.py", "def main(): pass\n"),
+            (".env", "OPENAI_API_KEY=sk-canary\n"),
+            ("certs/server.pem", "-----BEGIN canary-----\n"),
+            ("deploy_key", "canary\n"),
+            ("models.toml", "api_key = \"canary\"\n"),
+            ("blob.bin", "canary\0\0\0"),
+            ("huge.py", &big),
+            (".gitignore", "build/\n"),
+            ("build/out.py", "def canary_built(): pass\n"),
+            (".git/config", "[core] canary\n"),
+        ]);
+        let index = RepoIndex::build(d.path());
+        let stats = index.stats();
+        assert_eq!(stats.skipped, 6, "secrets (4), binary, too large");
+        assert_eq!(stats.files, 2, "app.py and .gitignore");
+        let view = index.render("canary api key env pem deploy", ".", 10_000);
+        assert!(
+            !view.text.contains("canary") && !view.text.contains("env") && !view.text.contains("pem"),
+            "{}",
+            view.text
+        );
+        assert!(!view.text.contains("models.toml") && !view.text.contains("deploy_key"), "{}", view.text);
+        assert_eq!(view.files, [".gitignore", "app.py"], "no overlap: path order");
+    }
+
+    fn errcat_tree() -> tempfile::TempDir {
+        tree(&[
+            (
+                "errcat/catalog.py",
+                "\"\"\"Every user-visible error code and its message.\"\"\"\n\nclass Entry(NamedTuple):\n    template: str\n\nCATALOG = {\n    \"E4271\": Entry(template=\"Disk quota exceeded for {user}\"),\n    \"E5012\": Entry(template=\"Permission denied on {path}\"),\n}\n\ndef message(code):\n    return CATALOG[code].template\n",
+            ),
+            (
+                "errcat/render.py",
+                "from .catalog import CATALOG, message\n\ndef render(code, **params):\n    return message(code).format(**params)\n",
+            ),
+            ("errcat/__init__.py", "from .render import render\n"),
+            (
+                "quota/disk.py",
+                "class DiskQuota:\n    def used(self): ...\n\ndef quota_for(user):\n    return DiskQuota()\n",
+            ),
+            ("auth/permissions.py", "def check_permission(user, path):\n    return user.admin\n"),
+            ("web/views.py", "from errcat import render\n\ndef page(request):\n    return render(\"E1\")\n"),
+            ("util/strings.py", "def pad(s, n):\n    return s.ljust(n)\n"),
+            ("README.md", "# Service\nRun `svc` to start.\n"),
+        ])
+    }
+
+    #[test]
+    fn the_file_the_query_describes_ranks_first() {
+        let d = errcat_tree();
+        let index = RepoIndex::build(d.path());
+        let view = index.render("quota message for permission errors", ".", 2000);
+        assert_eq!(view.files[0], "errcat/catalog.py", "{}", view.text);
+        // Its relevant symbol comes before the unrelated ones.
+        let catalog = view.text.split("errcat/catalog.py:\n").nth(1).unwrap();
+        assert!(catalog.starts_with("    11| def message(code)\n"), "{catalog}");
+
+        // Naming a file puts it first whatever its words.
+        let view = index.render("look at util/strings.py", ".", 2000);
+        assert_eq!(view.files[0], "util/strings.py");
+
+        // The scope keeps the map inside a folder.
+        let view = index.render("quota message for permission errors", "quota", 2000);
+        assert_eq!(view.files, ["quota/disk.py"]);
+        assert!(view.text.ends_with("[all 1 files shown]\n"), "{}", view.text);
+    }
+
+    #[test]
+    fn definitions_used_by_relevant_files_rank_above_unrelated_ones() {
+        let d = errcat_tree();
+        let index = RepoIndex::build(d.path());
+        // web/views.py mentions `render` (defined in errcat/render.py) and `errcat` (the package);
+        // nothing mentions util/strings.py. With a query only views.py matches, the graph
+        // carries relevance to what it uses.
+        let view = index.render("request page view", ".", 2000);
+        assert_eq!(view.files[0], "web/views.py");
+        let pos = |p: &str| view.files.iter().position(|f| f == p).unwrap();
+        assert!(pos("errcat/render.py") < pos("util/strings.py"), "{:?}", view.files);
+        assert!(pos("errcat/__init__.py") < pos("util/strings.py"), "{:?}", view.files);
+    }
+
+    #[test]
+    fn the_budget_is_respected_and_the_rest_counted() {
+        let files: Vec<(String, String)> = (0..60)
+            .map(|i| {
+                (
+                    format!("pkg/mod{i:02}.py"),
+                    format!("class Thing{i}:\n    def run(self, x): ...\n\ndef helper{i}(a, b): ...\n"),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        let d = tree(&refs);
+        let index = RepoIndex::build(d.path());
+        for budget in [0, 3, 10, 40, 200, 1500] {
+            let view = index.render("thing helper", ".", budget);
+            assert!(view.tokens <= budget, "{budget}: {}", view.tokens);
+            assert_eq!(view.tokens, estimate(&view.text));
+        }
+        let view = index.render("thing helper", ".", 200);
+        assert!(!view.files.is_empty() && view.files.len() < 60);
+        assert!(view.text.ends_with(&format!("[{} more files not shown]\n", 60 - view.files.len())), "{}", view.text);
+        let whole = index.render("thing helper", ".", 100_000);
+        assert_eq!(whole.files.len(), 60);
+        assert!(whole.text.ends_with("[all 60 files shown]\n"));
+    }
+
+    #[test]
+    fn an_empty_workspace_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let view = RepoIndex::build(d.path()).render("anything", ".", 100);
+        assert_eq!(view.text, "(no text files to map under `.`)\n");
+        assert!(view.files.is_empty());
+    }
+
+    #[test]
+    fn the_same_workspace_and_query_give_the_same_map() {
+        let d = errcat_tree();
+        let a = RepoIndex::build(d.path()).render("render a message", ".", 300);
+        let b = RepoIndex::build(d.path()).render("render a message", ".", 300);
+        assert_eq!(a, b);
+        // Files with equal scores keep path order.
+        let view = RepoIndex::build(d.path()).render("", ".", 5000);
+        let tied: Vec<&String> =
+            view.files.iter().filter(|f| f.starts_with("auth/") || f.starts_with("util/")).collect();
+        assert_eq!(tied, ["auth/permissions.py", "util/strings.py"]);
+    }
+
+    #[test]
+    fn identifiers_split_into_words() {
+        let words = |s: &str| {
+            let mut out = Vec::new();
+            for_each_identifier(s, |i| for_each_word(i, |w| out.push(w.to_string())));
+            out
+        };
+        assert_eq!(words("HTTPServerError quota_messages"), ["http", "server", "error", "quota", "message"]);
+        assert_eq!(words("the E4271 entries of 42 a"), ["e4271", "entry"]);
+        assert_eq!(words("parseV2Header"), ["parse", "v2", "header"]);
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STOP_WORDS, "binary search needs the stop words sorted");
+    }
+
+    /// The real HC-Bench case: its prompt finds the catalogue among the package's files.
+    #[test]
+    fn the_context_3_prompt_finds_the_catalogue() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/context-3");
+        let case = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks/hc-bench/cases/context-3.yaml"),
+        )
+        .unwrap();
+        let prompt = case.split("prompt: |").nth(1).unwrap().split("step_budget").next().unwrap();
+        let view = RepoIndex::build(&root).render(prompt, ".", 1500);
+        assert_eq!(view.files[0], "errcat/catalog.py", "{}", view.text);
+    }
+}
