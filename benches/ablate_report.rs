@@ -207,11 +207,11 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             step,
             changes: vec![MemoryChange { block: "explored_files".into(), added: vec!["a.py".into()], removed: vec![] }],
         });
-        if step == 3 && (i + j) % 7 == 0 {
+        if step == 3 && (i + j).is_multiple_of(7) {
             emit(EventBody::PolicyRetry { step, cause: "invalid_action".into(), message: "missing `path`".into() });
         }
     }
-    let passed = (i + j) % 3 != 0;
+    let passed = !(i + j).is_multiple_of(3);
     emit(EventBody::TestResult {
         passed,
         exit_code: Some(i32::from(!passed)),

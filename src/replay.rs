@@ -1004,7 +1004,7 @@ mod tests {
                     step: 2,
                     error_kind: "parse".into(),
                     message: "?".into(),
-                    usage: Some(Usage { cached_input_tokens: Some(32), ..usage.unwrap() }),
+                    usage: usage.clone().map(|u| Usage { cached_input_tokens: Some(32), ..u }),
                 },
                 EventBody::ModelError { step: 3, error_kind: "provider".into(), message: "503".into(), usage: None },
             ],

@@ -1022,8 +1022,7 @@ if TYPE_CHECKING:
             ("notes.txt", "def not_code(): pass\n"),
         ]);
         let index = RepoIndex::build(d.path());
-        let names =
-            |p: &str| symbols_of(&index, p).into_iter().map(|(l, s, parent)| (l, s, parent)).collect::<Vec<_>>();
+        let names = |p: &str| symbols_of(&index, p).into_iter().collect::<Vec<_>>();
         assert_eq!(
             names("src/lib.rs"),
             vec![

@@ -183,3 +183,80 @@ fn the_context_mode_is_overridden_per_run_and_bad_modes_are_refused() {
         .code(2)
         .stderr_has("does not apply to `gate`");
 }
+
+/// A scripted model whose behaviour depends on what it is shown: it goes straight to the
+/// target file when the repo map names it (else it explores first), and it reads the file
+/// again unless working memory says it already did. The report must show both differences.
+#[test]
+fn a_model_that_reacts_to_its_context_shows_what_the_repo_map_and_memory_buy() {
+    let s = Scratch::new();
+    s.write(
+        "fixtures/errs/app/main.py",
+        "from errcat.catalog import message\n\ndef run():\n    return message('E1')\n",
+    );
+    s.write("fixtures/errs/app/__init__.py", "");
+    s.write("fixtures/errs/errcat/__init__.py", "");
+    s.write(
+        "fixtures/errs/errcat/catalog.py",
+        "MESSAGES = {'E4271': 'disk quota exceeded'}\n\n\ndef message(code):\n    return MESSAGES.get(code, 'unknown')\n",
+    );
+    s.write(
+        "fixtures/errs/tests/test_catalog.py",
+        "import unittest\nfrom errcat.catalog import message\n\nclass T(unittest.TestCase):\n    def test_permission(self):\n        self.assertEqual(message('E4271'), 'permission denied')\n",
+    );
+    let fix = "{tool: edit_file, args: {path: errcat/catalog.py, old: disk quota exceeded, new: permission denied}}";
+    s.case(
+        "errs",
+        "id: errs\ncategory: context\nsplit: train\nfixture: errs\nprompt: The error catalog message for E4271 talks about a disk quota; it should say permission denied.\nstep_budget: 8\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_catalog.py]\n  first_read: errcat/catalog.py\n",
+        &format!("actions:\n  - {fix}\n  - tool: finish\n"),
+    );
+    s.write(
+        "script.yaml",
+        &format!(
+            "default:\n\
+             - if_shown: errcat/catalog.py\n  section: repo_map\n  then: [{{tool: read_file, args: {{path: errcat/catalog.py}}}}]\n  else:\n    - {{tool: list_files, args: {{path: .}}}}\n    - {{tool: read_file, args: {{path: app/main.py}}}}\n    - {{tool: read_file, args: {{path: errcat/catalog.py}}}}\n\
+             - if_shown: errcat/catalog.py\n  section: memory\n  then: []\n  else: [{{tool: read_file, args: {{path: errcat/catalog.py}}}}]\n\
+             - {fix}\n\
+             - {{tool: finish, args: {{answer: fixed}}}}\n"
+        ),
+    );
+    let run_dir = s.path().join("a");
+    let script = format!("scripted:{}", s.path().join("script.yaml").display());
+    Test::new()
+        .root(s.path())
+        .args(&["ablate", "--context", "--benchmark", "demo", "--profile", &script])
+        .args(&["--ablations", "full,no_repomap,no_memory", "--format", "json", "--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let results: Vec<Value> = std::fs::read_to_string(run_dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let cell = |ablation: &str| results.iter().find(|c| c["ablation"] == ablation).unwrap().clone();
+    let (full, no_map, no_mem) = (cell("full"), cell("no_repomap"), cell("no_memory"));
+    for c in [&full, &no_map, &no_mem] {
+        assert_eq!(c["outcome"], "passed", "{c}");
+    }
+    // The repo map named the target: read at step 1; without it, after exploring, at step 3.
+    assert_eq!(full["first_target_read_step"], 1, "{full}");
+    assert_eq!(no_map["first_target_read_step"], 3, "{no_map}");
+    assert_eq!(full["repo_map_injections"], 1);
+    assert_eq!(no_map["repo_map_injections"].as_u64().unwrap_or(0), 0);
+    // Working memory remembered the read; without it the model read the file again.
+    assert_eq!(full["repeated_reads"].as_u64().unwrap_or(0), 0, "{full}");
+    assert_eq!(no_mem["repeated_reads"], 1, "{no_mem}");
+    assert!(full["memory_updates"].as_u64().unwrap() >= 2, "{full}");
+    assert_eq!(no_mem["memory_updates"].as_u64().unwrap_or(0), 0);
+    assert!(no_mem["steps"].as_u64() > full["steps"].as_u64());
+    // The report shows the same differences, rendered from the traces.
+    let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
+    assert!(md.contains("script/no_repomap") && md.contains("script/no_memory"), "{md}");
+    let trace = events(&run_dir.join("cells/errs__script__full/trace.jsonl"));
+    let used = of_kind(&trace, "repo_map_used");
+    assert_eq!(used[0]["data"]["files"][0], "errcat/catalog.py", "the target ranks first: {}", used[0]);
+    assert_eq!(of_kind(&trace, "repo_map_built").len(), 1);
+    let first_update = &of_kind(&trace, "memory_updated")[0]["data"];
+    assert_eq!(first_update["changes"][0]["block"], "explored_files", "{first_update}");
+}
