@@ -75,17 +75,7 @@ fn main() {
             let mut compactor = Compactor::default();
             compactor.fold(&observations, spec.budgets.observations);
             let summary = |b: usize| compactor.render(b);
-            let mem = |b: usize| {
-                let m = memory.render(b);
-                Rendered {
-                    text: m.text,
-                    tokens: m.tokens,
-                    raw_tokens: m.raw_tokens,
-                    reduced: m.reduced,
-                    cut: 0,
-                    dropped_blocks: m.dropped_blocks,
-                }
-            };
+            let mem = |b: usize| Rendered::from(memory.render(b));
             let packed = context::pack(&ContextState {
                 case,
                 spec: &spec,

@@ -32,6 +32,8 @@ pub struct Compactor {
     edited_files: Vec<String>,
     /// (brief, line): the brief lets a later success of the same call resolve the question.
     open_questions: Vec<(String, String)>,
+    /// Estimated tokens of the whole summary, measured once per fold (renders reuse it).
+    full_tokens: usize,
 }
 
 /// What one compaction folded, for the `context_compacted` event.
@@ -71,10 +73,11 @@ impl Compactor {
             self.absorb(o);
         }
         self.folded += n;
+        self.full_tokens = tokens::estimate(&self.text(usize::MAX).0);
         Some(Folded {
             steps: folding.iter().map(|o| o.step).collect(),
             tokens: folding.iter().map(|o| o.tokens).sum(),
-            summary_tokens: tokens::estimate(&self.text(usize::MAX).0),
+            summary_tokens: self.full_tokens,
             carried: self.carried(),
         })
     }
@@ -116,7 +119,7 @@ impl Compactor {
     /// named `step-N` in the report.
     pub fn render(&self, budget: usize) -> Rendered {
         let (text, dropped) = self.text(budget);
-        let raw_tokens = tokens::estimate(&self.text(usize::MAX).0);
+        let raw_tokens = self.full_tokens;
         let tokens = tokens::estimate(&text);
         if tokens > budget {
             // Even the lists do not fit: clip, keeping the heading.

@@ -675,6 +675,20 @@ static DEFINITION: LazyLock<Regex> = LazyLock::new(|| {
 });
 static SEARCH_HIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(.+?):(\d+): ").expect("valid regex"));
 
+/// The memory section as the context pipeline takes it.
+impl From<RenderedMemory> for super::context::Rendered {
+    fn from(m: RenderedMemory) -> Self {
+        super::context::Rendered {
+            text: m.text,
+            tokens: m.tokens,
+            raw_tokens: m.raw_tokens,
+            reduced: m.reduced,
+            cut: 0,
+            dropped_blocks: m.dropped_blocks,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

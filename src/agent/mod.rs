@@ -145,32 +145,30 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let mut provider_failure: Option<String> = None;
 
     for step in 1..=case.step_budget {
-        let memory_view = |budget: usize| {
-            let m = memory.as_ref().map(|m| m.render(budget)).unwrap_or_default();
-            Rendered {
-                text: m.text,
-                tokens: m.tokens,
-                raw_tokens: m.raw_tokens,
-                reduced: m.reduced,
-                cut: 0,
-                dropped_blocks: m.dropped_blocks,
-            }
-        };
-        let memory_section = memory.is_some().then_some(&memory_view as context::Renderer<'_>);
-        let packed_summary = |budget: usize| compactor.render(budget);
-        let mut packed = context::pack(&ContextState {
-            case,
-            spec,
-            repo_map: repo_map.as_deref(),
-            packed: (!compactor.is_empty()).then_some(&packed_summary as context::Renderer<'_>),
-            memory: memory_section,
-            step,
-            observations: &observations[compactor.folded()..],
-        });
-        // Observations no longer fit: fold the oldest into the summary instead of losing them.
-        if managed && spec.compaction && packed.dropped_observations() {
-            let mut folding = compactor.clone();
-            if let Some(folded) = folding.fold(&observations, spec.budgets.observations) {
+        // In a block: the renderers borrow the state and must be gone before the await below.
+        let packed = {
+            let memory_view =
+                |budget: usize| Rendered::from(memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
+            let memory_section = memory.is_some().then_some(&memory_view as context::Renderer<'_>);
+            let pack_with = |compactor: &Compactor| {
+                let summary = |budget: usize| compactor.render(budget);
+                context::pack(&ContextState {
+                    case,
+                    spec,
+                    repo_map: repo_map.as_deref(),
+                    packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
+                    memory: memory_section,
+                    step,
+                    observations: &observations[compactor.folded()..],
+                })
+            };
+            let mut packed = pack_with(&compactor);
+            // Observations no longer fit: fold the oldest into the summary instead of losing them.
+            if managed
+                && spec.compaction
+                && packed.dropped_observations()
+                && let Some(folded) = compactor.fold(&observations, spec.budgets.observations)
+            {
                 rec.emit(EventBody::ContextCompacted {
                     step,
                     folded_steps: folded.steps,
@@ -178,19 +176,10 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     summary_tokens: folded.summary_tokens,
                     carried: folded.carried,
                 })?;
-                compactor = folding;
-                let packed_summary = |budget: usize| compactor.render(budget);
-                packed = context::pack(&ContextState {
-                    case,
-                    spec,
-                    repo_map: repo_map.as_deref(),
-                    packed: Some(&packed_summary),
-                    memory: memory_section,
-                    step,
-                    observations: &observations[compactor.folded()..],
-                });
+                packed = pack_with(&compactor);
             }
-        }
+            packed
+        };
         let context::Packed { texts, sections, total_tokens, total_chars, budget_tokens } = packed;
         rec.emit(EventBody::ContextPacked {
             step,

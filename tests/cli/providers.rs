@@ -598,10 +598,7 @@ fn max_concurrency_is_shared_by_every_cell_of_the_profile() {
 #[test]
 #[ignore = "needs HCBENCH_LOCAL_LLM_URL (run by .ci/run)"]
 fn local_model_end_to_end_on_the_smoke_suite() {
-    let url = std::env::var("HCBENCH_LOCAL_LLM_URL").expect(
-        "HCBENCH_LOCAL_LLM_URL is not set: start a server with `../shared/tools/local-llm start 18080` \
-         and set it to http://127.0.0.1:18080/v1",
-    );
+    let url = local_llm_url();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let started = std::time::Instant::now();
@@ -668,6 +665,14 @@ fn local_model_end_to_end_on_the_smoke_suite() {
     eprintln!("local model smoke matrix in {:.0?}", started.elapsed());
 }
 
+/// The local llama-server's base URL, which `.ci/run` provides for the ignored local tests.
+fn local_llm_url() -> String {
+    std::env::var("HCBENCH_LOCAL_LLM_URL").expect(
+        "HCBENCH_LOCAL_LLM_URL is not set: start a server with `../shared/tools/local-llm start 18080` \
+         and set it to http://127.0.0.1:18080/v1",
+    )
+}
+
 /// The real local model under every context ablation (issue 12): one profile, two cases,
 /// `full` and each ablation. The model is tiny and mostly fails; what is checked is that
 /// every cell ends classified under every variant of the context pipeline, that each trace
@@ -675,10 +680,7 @@ fn local_model_end_to_end_on_the_smoke_suite() {
 #[test]
 #[ignore = "needs HCBENCH_LOCAL_LLM_URL (run by .ci/run)"]
 fn local_model_under_every_context_ablation() {
-    let url = std::env::var("HCBENCH_LOCAL_LLM_URL").expect(
-        "HCBENCH_LOCAL_LLM_URL is not set: start a server with `../shared/tools/local-llm start 18080` \
-         and set it to http://127.0.0.1:18080/v1",
-    );
+    let url = local_llm_url();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let started = std::time::Instant::now();
