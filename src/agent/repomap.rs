@@ -12,8 +12,10 @@
 //!   `.git` skipped, hidden files included, symlinks not followed). Secret file names
 //!   ([`is_secret_name`]) are skipped before they are opened, so they cannot appear in a map;
 //!   so are binary files (a NUL byte) and files over [`MAX_FILE_BYTES`]. Each skip is counted.
-//! - **Extractors**: Python files are parsed with tree-sitter's Python grammar (classes,
-//!   functions, methods and module constants, with signatures, decorators and `async`);
+//! - **Extractors**: Python files are ranked from a line scan ([`python_scan`]) and shown as
+//!   tree-sitter's Python grammar parses them (classes, functions, methods and module constants,
+//!   with signatures, decorators and `async`), parsed only when a render shows them: parsing
+//!   every file of a 10,000-file tree took seconds, the scan takes a fraction of that;
 //!   a few other languages get one regex per kind of definition, with nesting taken from
 //!   indentation; every other text file has no symbols but is still ranked by its path and words.
 //! - **Ranking**: a file's overlap score sums, over the query's words, the word's rarity (BM25
@@ -27,8 +29,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::path::Path;
-use std::sync::LazyLock;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -59,6 +61,7 @@ const RANK_WEIGHT: f64 = 0.25;
 /// Which extractor produced a file's symbols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Extractor {
+    /// Ranked from a line scan ([`python_scan`]); the symbols a map shows come from tree-sitter.
     TreeSitterPython,
     Regex,
     None,
@@ -104,11 +107,17 @@ struct FileEntry {
     /// Sorted, unique hashes of the raw identifiers (3 bytes or more), for the reference graph;
     /// emptied once the graph is built.
     idents: Vec<u64>,
+    /// FNV-1a of the file's bytes when indexed: a lazy parse checks it is reading the same text.
+    digest: u64,
+    /// Python: tree-sitter's symbols, parsed the first time a render shows the file (`None`
+    /// when the file changed since the build or could not be read: the scan's symbols stand).
+    parsed: OnceLock<Option<Vec<Symbol>>>,
 }
 
 /// One indexed workspace. Query-independent; [`RepoIndex::render`] ranks it.
 #[derive(Debug, Clone, Default)]
 pub struct RepoIndex {
+    root: PathBuf,
     /// Sorted by path.
     files: Vec<FileEntry>,
     skipped: u32,
@@ -178,12 +187,12 @@ impl RepoIndex {
 
         let parsed: Vec<Option<FileEntry>> = candidates
             .par_iter()
-            .map_init(python_parser, |parser, (rel, abs)| {
+            .map(|(rel, abs)| {
                 let bytes = std::fs::read(abs).ok()?;
                 if bytes.contains(&0) {
                     return None;
                 }
-                Some(index_file(rel, &String::from_utf8_lossy(&bytes), parser.as_mut()))
+                Some(index_file(rel, &bytes))
             })
             .collect();
         let mut files = Vec::with_capacity(parsed.len());
@@ -194,7 +203,28 @@ impl RepoIndex {
             }
         }
         let edges = reference_graph(&mut files);
-        RepoIndex { files, skipped, edges, duration_ms: started.elapsed().as_millis() as u64 }
+        RepoIndex { root: root.to_path_buf(), files, skipped, edges, duration_ms: started.elapsed().as_millis() as u64 }
+    }
+
+    /// The symbols the map shows for file `i`: for Python, tree-sitter's (parsed now, once, if
+    /// the file still has the bytes it was indexed with), otherwise the index's.
+    fn shown_symbols(&self, i: usize) -> &[Symbol] {
+        let file = &self.files[i];
+        if file.extractor != Extractor::TreeSitterPython {
+            return &file.symbols;
+        }
+        let parsed = file.parsed.get_or_init(|| {
+            let bytes = std::fs::read(self.root.join(&file.path)).ok()?;
+            if raw_hash_bytes(&bytes) != file.digest {
+                return None;
+            }
+            let mut parser = python_parser()?;
+            let mut symbols = Vec::new();
+            python_symbols(&mut parser, &String::from_utf8_lossy(&bytes), &mut symbols);
+            add_words(&mut symbols);
+            Some(symbols)
+        });
+        parsed.as_deref().unwrap_or(&file.symbols)
     }
 
     pub fn stats(&self) -> IndexStats {
@@ -258,7 +288,7 @@ impl RepoIndex {
             text.push_str(&header);
             used += cost;
             view.files.push(file.path.clone());
-            let lines = symbol_lines(file, &query_words, rank);
+            let lines = symbol_lines(self.shown_symbols(i), &query_words, rank);
             for line in lines {
                 let cost = estimate(&line);
                 if used + cost + reserve > budget_tokens {
@@ -404,8 +434,7 @@ impl Query {
 
 /// Symbol lines of `file` for the map: most relevant first, each class's members under it.
 /// Files further down the ranking show fewer of their unrelated symbols.
-fn symbol_lines(file: &FileEntry, query: &Query, rank: usize) -> Vec<String> {
-    let syms = &file.symbols;
+fn symbol_lines(syms: &[Symbol], query: &Query, rank: usize) -> Vec<String> {
     let own: Vec<f64> = syms.iter().map(|s| query.score(&s.words)).collect();
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); syms.len()];
     let mut roots = Vec::new();
@@ -549,14 +578,16 @@ fn python_parser() -> Option<tree_sitter::Parser> {
     Some(parser)
 }
 
-/// Indexes one file's text.
-fn index_file(path: &str, text: &str, parser: Option<&mut tree_sitter::Parser>) -> FileEntry {
+/// Indexes one file.
+fn index_file(path: &str, bytes: &[u8]) -> FileEntry {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.as_ref();
     let name = path.rsplit('/').next().unwrap_or(path);
     let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
     let mut symbols = Vec::new();
-    let extractor = match (ext.as_str(), parser) {
-        ("py" | "pyi", Some(parser)) => {
-            python_symbols(parser, text, &mut symbols);
+    let extractor = match ext.as_str() {
+        "py" | "pyi" => {
+            python_scan(text, &mut symbols);
             Extractor::TreeSitterPython
         }
         _ => match regex_language(&ext) {
@@ -567,11 +598,7 @@ fn index_file(path: &str, text: &str, parser: Option<&mut tree_sitter::Parser>) 
             None => Extractor::None,
         },
     };
-    for s in &mut symbols {
-        for_each_word(&s.name, |w| s.words.push(word_hash(w)));
-        s.words.sort_unstable();
-        s.words.dedup();
-    }
+    add_words(&mut symbols);
     let mut symbol_words: Vec<u64> = symbols.iter().flat_map(|s| s.words.iter().copied()).collect();
     symbol_words.sort_unstable();
     symbol_words.dedup();
@@ -594,7 +621,177 @@ fn index_file(path: &str, text: &str, parser: Option<&mut tree_sitter::Parser>) 
     words.dedup();
     let idents = idents.into_iter().filter(|(_, s)| s.len() >= 3).map(|(h, _)| h).collect();
 
-    FileEntry { path: path.to_string(), extractor, symbols, path_words, symbol_words, words, idents }
+    let digest = if extractor == Extractor::TreeSitterPython { raw_hash_bytes(bytes) } else { 0 };
+    FileEntry {
+        path: path.to_string(),
+        extractor,
+        symbols,
+        path_words,
+        symbol_words,
+        words,
+        idents,
+        digest,
+        parsed: OnceLock::new(),
+    }
+}
+
+/// Fills in each symbol's name words, for ranking.
+fn add_words(symbols: &mut [Symbol]) {
+    for s in symbols {
+        for_each_word(&s.name, |w| s.words.push(word_hash(w)));
+        s.words.sort_unstable();
+        s.words.dedup();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python, with a line scan (ranking) and tree-sitter (what the map shows)
+
+/// Lexical state carried from one line of Python to the next.
+#[derive(Default)]
+struct PyLex {
+    /// Inside a string: its quote byte and whether it is triple-quoted.
+    string: Option<(u8, bool)>,
+    /// Open brackets: a line inside them continues a statement.
+    depth: u32,
+    /// The previous line ended with a backslash.
+    continued: bool,
+}
+
+impl PyLex {
+    /// True when the next line starts a statement (not inside a string, brackets or a `\`).
+    fn at_statement(&self) -> bool {
+        self.string.is_none() && self.depth == 0 && !self.continued
+    }
+
+    /// Advances over one line: strings, comments, brackets and a trailing backslash.
+    fn line(&mut self, line: &[u8]) {
+        let mut i = 0;
+        self.continued = false;
+        while i < line.len() {
+            let b = line[i];
+            match self.string {
+                Some((q, triple)) => {
+                    if b == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if b == q && (!triple || line[i..].starts_with(&[q, q, q])) {
+                        self.string = None;
+                        i += if triple { 3 } else { 1 };
+                        continue;
+                    }
+                }
+                None => match b {
+                    b'#' => break,
+                    b'"' | b'\'' => {
+                        let triple = line[i..].starts_with(&[b, b, b]);
+                        self.string = Some((b, triple));
+                        i += if triple { 3 } else { 1 };
+                        continue;
+                    }
+                    b'(' | b'[' | b'{' => self.depth += 1,
+                    b')' | b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                    b'\\' if i + 1 == line.len() => self.continued = true,
+                    _ => {}
+                },
+            }
+            i += 1;
+        }
+        // A one-quote string ends with its line (or the line is broken Python: start afresh).
+        if matches!(self.string, Some((_, false))) && !self.continued {
+            self.string = None;
+        }
+    }
+}
+
+/// Python definitions from a line scan: `def`, `async def` and `class` statements with their
+/// nesting by indentation, and module constants. It finds the names, lines and nesting the
+/// tree-sitter extractor finds for ordinary code (a test holds the two together on every fixture)
+/// at a fraction of the cost, so ranking can afford to look at every file; signatures are the
+/// statement's text, without decorators. The map shows tree-sitter's symbols for the files it
+/// shows ([`RepoIndex::shown_symbols`]).
+fn python_scan(text: &str, out: &mut Vec<Symbol>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut lex = PyLex::default();
+    // (indent, symbol index) of the open definitions, innermost last.
+    let mut open: Vec<(usize, u32)> = Vec::new();
+    for (row, line) in lines.iter().enumerate() {
+        let statement = lex.at_statement();
+        lex.line(line.as_bytes());
+        let trimmed = line.trim_start();
+        if !statement || trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        while open.last().is_some_and(|&(i, _)| i >= indent) {
+            open.pop();
+        }
+        let def = trimmed.strip_prefix("async ").map(str::trim_start).unwrap_or(trimmed);
+        let keyword = ["def", "class"]
+            .into_iter()
+            .find(|k| def.strip_prefix(k).is_some_and(|rest| rest.starts_with([' ', '\t'])));
+        if let Some(keyword) = keyword {
+            let name_at = &def[keyword.len()..].trim_start();
+            let end = name_at.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(name_at.len());
+            let name = &name_at[..end];
+            if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            // The statement's text up to its colon, over the lines its brackets span.
+            let mut statement = String::from(trimmed.trim_end());
+            let mut more = PyLex::default();
+            more.line(trimmed.as_bytes());
+            let mut next = row + 1;
+            while !more.at_statement() && next < lines.len() && next <= row + 20 {
+                more.line(lines[next].as_bytes());
+                statement.push(' ');
+                statement.push_str(lines[next].trim());
+                next += 1;
+            }
+            let signature = one_line(&statement[..header_end(&statement)]);
+            out.push(symbol(name, shorten(&signature, MAX_SIGNATURE_CHARS), row, open.last().map(|&(_, s)| s)));
+            open.push((indent, (out.len() - 1) as u32));
+        } else if open.is_empty() {
+            // Module constants (`CATALOG = {...}`, `LIMIT: int = 3`), also under `if`/`try`.
+            let end = trimmed.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(trimmed.len());
+            let (name, rest) = trimmed.split_at(end);
+            if !is_constant_name(name) {
+                continue;
+            }
+            let rest = rest.trim_start();
+            if let Some(annotation) = rest.strip_prefix(':') {
+                let ty = annotation.split('=').next().unwrap_or("").trim();
+                out.push(symbol(name, format!("{name}: {}", one_line(ty)), row, None));
+            } else if rest.starts_with('=') && !rest.starts_with("==") {
+                out.push(symbol(name, format!("{name} = ..."), row, None));
+            }
+        }
+    }
+}
+
+/// Where a `def`/`class` statement's header ends: its first colon outside brackets and strings
+/// (the whole text when there is none).
+fn header_end(statement: &str) -> usize {
+    let b = statement.as_bytes();
+    let mut depth = 0u32;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < b.len() {
+        match (quote, b[i]) {
+            (Some(_), b'\\') => i += 1,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, c @ (b'"' | b'\'')) => quote = Some(c),
+            (None, b'(' | b'[' | b'{') => depth += 1,
+            (None, b')' | b']' | b'}') => depth = depth.saturating_sub(1),
+            (None, b':') if depth == 0 => return i,
+            (None, b'#') => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -905,8 +1102,12 @@ fn stem(w: &mut String) {
 
 /// FNV-1a: fixed, seedless, so hashes (and everything sorted by them) are the same every run.
 fn raw_hash(s: &str) -> u64 {
+    raw_hash_bytes(s.as_bytes())
+}
+
+fn raw_hash_bytes(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in s.as_bytes() {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -932,8 +1133,8 @@ mod tests {
     }
 
     fn symbols_of(index: &RepoIndex, path: &str) -> Vec<(u32, String, Option<u32>)> {
-        let f = index.files.iter().find(|f| f.path == path).unwrap();
-        f.symbols.iter().map(|s| (s.line, s.signature.clone(), s.parent)).collect()
+        let i = index.files.iter().position(|f| f.path == path).unwrap();
+        index.shown_symbols(i).iter().map(|s| (s.line, s.signature.clone(), s.parent)).collect()
     }
 
     const PAGER: &str = r#"import functools
@@ -1001,6 +1202,86 @@ if TYPE_CHECKING:
             view.text.contains("    15| class Pager(Base, metaclass=Meta)\n    23|   async def fetch("),
             "{}",
             view.text
+        );
+    }
+
+    /// Names, lines and nesting: what ranking takes from the scan.
+    fn outline(symbols: &[Symbol]) -> Vec<(String, u32, Option<u32>)> {
+        symbols.iter().map(|s| (s.name.clone(), s.line, s.parent)).collect()
+    }
+
+    fn parse(text: &str) -> Vec<Symbol> {
+        let mut out = Vec::new();
+        python_symbols(&mut python_parser().unwrap(), text, &mut out);
+        out
+    }
+
+    fn scan(text: &str) -> Vec<Symbol> {
+        let mut out = Vec::new();
+        python_scan(text, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_line_scan_finds_what_the_parser_finds() {
+        assert_eq!(outline(&scan(PAGER)), outline(&parse(PAGER)));
+        let signatures: Vec<String> = scan(PAGER).into_iter().map(|s| s.signature).collect();
+        assert_eq!(
+            signatures,
+            [
+                "MAX_PAGE = ...",
+                "def page(items: list, size: int = 10) -> list",
+                "def clamp(n)",
+                "class Pager(Base, metaclass=Meta)",
+                "class Cursor",
+                "def total(self) -> int",
+                "async def fetch(self, url: str, retries: int = 3) -> bytes",
+                "def build(x)",
+                "def typed_only()",
+            ]
+        );
+        // Strings, brackets and continuations hide look-alikes; annotated constants count.
+        let tricky = "DOC = \"\"\"\ndef not_a_def():\n\"\"\"\nCALL = f(\n    x,\n)\nLIMIT: int = 3\nx = [\n  1]\nclass A: pass\ndef f(a=\"):\", b={1: 2}) -> Dict[str, int]: return 1\nif A == B:\n    ZED = 1\n";
+        assert_eq!(outline(&scan(tricky)), outline(&parse(tricky)));
+        let signatures: Vec<String> = scan(tricky).into_iter().map(|s| s.signature).collect();
+        assert_eq!(
+            signatures,
+            [
+                "DOC = ...",
+                "CALL = ...",
+                "LIMIT: int",
+                "class A",
+                "def f(a=\"):\", b={1: 2}) -> Dict[str, int]",
+                "ZED = ..."
+            ]
+        );
+
+        // Every Python file the project ships: fixtures, benchmarks, scripts.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for dir in ["fixtures", "benchmarks", "scripts"] {
+            for entry in ignore::WalkBuilder::new(root.join(dir)).build().flatten() {
+                if entry.path().extension().is_some_and(|e| e == "py") {
+                    let text = std::fs::read_to_string(entry.path()).unwrap();
+                    assert_eq!(outline(&scan(&text)), outline(&parse(&text)), "{}", entry.path().display());
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 40, "{checked} files");
+    }
+
+    #[test]
+    fn a_file_changed_after_the_build_shows_what_was_indexed() {
+        let d = tree(&[("pkg/pager.py", PAGER)]);
+        let index = RepoIndex::build(d.path());
+        std::fs::write(d.path().join("pkg/pager.py"), "def other(): pass\n").unwrap();
+        let syms = symbols_of(&index, "pkg/pager.py");
+        assert_eq!(syms.len(), 9);
+        assert_eq!(
+            syms[1],
+            (8, "def page(items: list, size: int = 10) -> list".into(), None),
+            "the scan's, no decorator"
         );
     }
 
