@@ -25,6 +25,8 @@ fn main() {
         run_id: "bench".into(),
         hcbench_version: "bench".into(),
         git_commit: None,
+        git_dirty: None,
+        benchmark_digest: None,
         command: "ablate".into(),
         benchmark: "synthetic".into(),
         profiles: vec!["local".into()],

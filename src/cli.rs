@@ -47,6 +47,11 @@ pub enum Command {
     Gate(GateArgs),
     /// Append the last passing gate's numbers for the committed candidate to workspace/results.tsv.
     Record(RecordArgs),
+    /// Trends across runs from the results history: pass rates over time, regressions beyond noise, flips, flaky cases.
+    Trend(TrendArgs),
+    /// Manage the results history that matrix and ablate append to.
+    #[command(subcommand)]
+    History(HistoryCommand),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -143,6 +148,13 @@ pub struct RunControl {
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+    /// Results history folder the run's rows are appended to (one file per run; default:
+    /// $HCBENCH_HISTORY, else <root>/reports/history).
+    #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
+    pub history: Option<PathBuf>,
+    /// Do not append this run to the results history (wins over --history).
+    #[arg(long)]
+    pub no_history: bool,
 }
 
 #[derive(Debug, Args)]
@@ -294,4 +306,53 @@ pub struct RecordArgs {
 pub enum GateFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    /// Results history folder (default: $HCBENCH_HISTORY, else <root>/reports/history).
+    #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
+    pub history: Option<PathBuf>,
+    /// Only runs started within this long before now: `30d`, `12h`, `2w` (default: all).
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only these profiles (comma-separated; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub profiles: Vec<String>,
+    /// Only runs of this benchmark (default: all).
+    #[arg(long)]
+    pub benchmark: Option<String>,
+    /// Runs before the latest that a regression check compares it with.
+    #[arg(long, default_value_t = crate::trend::DEFAULT_WINDOW, value_parser = clap::value_parser!(usize))]
+    pub window: usize,
+    /// Agreeing runs a case needs before a change of verdict counts as a flip.
+    #[arg(long, default_value_t = crate::trend::DEFAULT_FLIP_STREAK, value_parser = clap::value_parser!(usize))]
+    pub flip_streak: usize,
+    /// The control profile: a case whose verdicts vary under it is flaky (quarantined).
+    #[arg(long, default_value = "oracle", value_name = "PROFILE")]
+    pub control: String,
+    /// Exit 7 when a regression beyond noise is flagged.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Folder for trend.md, trend.html and trend.json (default: <root>/reports/trend).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Add a finished (or partial) run to the history, rebuilt from its traces.
+    Import(HistoryImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryImportArgs {
+    /// Run directory (with manifest.json and cells/).
+    #[arg(value_name = "RUN_DIR", required = true)]
+    pub run_dirs: Vec<PathBuf>,
+    /// Results history folder (default: $HCBENCH_HISTORY, else <root>/reports/history).
+    #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
+    pub history: Option<PathBuf>,
 }

@@ -33,5 +33,8 @@ pub const COVERAGE_BELOW_THRESHOLD: i32 = 4;
 pub const CONTROL_ARM_FAILED: i32 = 5;
 /// A profile's pass rate is below `--fail-under`.
 pub const PASS_RATE_BELOW_FLOOR: i32 = 6;
+/// `hcbench trend --fail-on-regression`: a profile's latest run is worse than its trailing
+/// window beyond noise (docs/trend.md).
+pub const REGRESSION: i32 = 7;
 /// The run was interrupted (Ctrl-C); what finished is recorded and reported.
 pub const INTERRUPTED: i32 = 130;

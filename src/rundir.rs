@@ -45,6 +45,15 @@ pub struct Manifest {
     /// The git commit of the project root, when it is a git repository.
     #[serde(default)]
     pub git_commit: Option<String>,
+    /// Whether the project's working tree differed from `git_commit` when the run started
+    /// (tracked changes, or untracked files that are not ignored). None: no repository, or a
+    /// manifest written before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dirty: Option<bool>,
+    /// SHA-256 over the benchmark's files and its cases' fixtures ([`crate::bench::digest`]),
+    /// so runs of a changed benchmark are not compared as if they were the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark_digest: Option<String>,
     pub command: String,
     pub benchmark: String,
     pub profiles: Vec<String>,
@@ -144,6 +153,8 @@ impl Manifest {
             run_id: plan.run_id.to_string(),
             hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
             git_commit: git_head(root),
+            git_dirty: git_dirty(root),
+            benchmark_digest: crate::bench::digest(root, bench).ok(),
             command: plan.command.to_string(),
             benchmark: bench.name.clone(),
             profiles: plan.profiles,
@@ -235,6 +246,16 @@ impl Manifest {
 }
 
 /// The commit HEAD points at, read from `.git` without running git.
+/// True when the repository at `root` has changes against HEAD: modified, added or deleted
+/// tracked files, or untracked files that are not ignored. None when `root` is no repository.
+fn git_dirty(root: &Path) -> Option<bool> {
+    let repo = git2::Repository::open(root).ok()?;
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false).recurse_untracked_dirs(false);
+    let statuses = repo.statuses(Some(&mut opts)).ok()?;
+    Some(!statuses.is_empty())
+}
+
 fn git_head(root: &Path) -> Option<String> {
     let git = root.join(".git");
     let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
@@ -427,6 +448,8 @@ mod tests {
             run_id: run_id.into(),
             hcbench_version: "0".into(),
             git_commit: None,
+            git_dirty: None,
+            benchmark_digest: None,
             command: "matrix".into(),
             benchmark: "b".into(),
             profiles: vec!["oracle".into(), "nop".into()],

@@ -93,6 +93,8 @@ pub struct MatrixSettings {
     pub jobs: usize,
     pub format: ReportFormat,
     pub start: MatrixStart,
+    /// Results history the run appends to; None with `--no-history`.
+    pub history: Option<PathBuf>,
 }
 
 /// A matrix either starts a new run or finishes an interrupted one.
@@ -256,6 +258,11 @@ impl Settings {
     }
 
     /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
+    /// The results history folder: the flag as given, else `<root>/reports/history`.
+    pub fn history_dir(&self, flag: Option<&Path>) -> PathBuf {
+        flag.map_or_else(|| self.root.join(crate::history::DEFAULT_DIR), Path::to_path_buf)
+    }
+
     pub fn run_dir(&self, flag: Option<&Path>, kind: &str, run_id: &str) -> PathBuf {
         flag.map(Path::to_path_buf).unwrap_or_else(|| self.root.join("workspace").join(kind).join(run_id))
     }
@@ -312,7 +319,8 @@ impl Settings {
                 }
             }
         };
-        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start })
+        let history = (!args.control.no_history).then(|| self.history_dir(args.control.history.as_deref()));
+        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history })
     }
 
     /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every

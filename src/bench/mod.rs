@@ -35,6 +35,44 @@ impl Benchmark {
     }
 }
 
+/// SHA-256 identifying what a benchmark is: every file under `benchmarks/<name>/` (cases,
+/// oracle, verifiers) and under each of its cases' fixture folders, by path relative to
+/// `root` and content, in path order. Ignore files are not consulted (a file a `.gitignore`
+/// hides still changes what cells see); `.git` folders and `__pycache__` are left out.
+pub fn digest(root: &Path, bench: &Benchmark) -> std::io::Result<String> {
+    use sha2::{Digest as _, Sha256};
+    let mut dirs: Vec<&Path> = vec![bench.dir.as_path()];
+    let mut fixtures: Vec<&Path> = bench.cases.iter().map(|c| c.fixture_dir.as_path()).collect();
+    fixtures.sort();
+    fixtures.dedup();
+    dirs.extend(fixtures);
+    let mut files = Vec::new();
+    for dir in dirs {
+        let walk = ignore::WalkBuilder::new(dir)
+            .standard_filters(false)
+            .filter_entry(|e| e.file_name() != ".git" && e.file_name() != "__pycache__")
+            .build();
+        for entry in walk {
+            let entry = entry.map_err(std::io::Error::other)?;
+            if entry.file_type().is_some_and(|t| t.is_file()) {
+                files.push(entry.into_path());
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    let mut hash = Sha256::new();
+    for f in files {
+        let rel = f.strip_prefix(root).unwrap_or(&f);
+        let bytes = std::fs::read(&f)?;
+        hash.update(rel.to_string_lossy().as_bytes());
+        hash.update([0]);
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {

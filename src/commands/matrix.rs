@@ -97,6 +97,18 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
     for p in written {
         eprintln!("wrote {}", p.display());
     }
+    // The history gets the run once it has its reports; an interrupted run is appended too
+    // (its unfinished cells as `incomplete`), and a resumed one replaces its own file.
+    if let Some(dir) = &s.history {
+        match crate::history::append_run(dir, run.manifest(), &report.cells) {
+            Ok(file) => eprintln!("appended {} cell(s) to {}", report.cells.len(), file.display()),
+            // The run and its reports are written; a history that cannot be written is a
+            // warning, not a failed run (`hcbench history import` can add it later).
+            Err(e) => {
+                eprintln!("warning: {e}; add the run later with `hcbench history import {}`", run.path().display())
+            }
+        }
+    }
     // A Ctrl-C between cells cancels none, so the live flag decides 130 too.
     Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
 }

@@ -12,6 +12,7 @@ mod record;
 mod replay;
 mod report;
 mod run;
+mod trend;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -81,5 +82,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Validate(args) => validate::validate(&settings.root, settings.validate(args)?),
         Command::Gate(args) => gate::gate(&settings, args),
         Command::Record(args) => record::record(&settings.root, args),
+        Command::Trend(args) => trend::trend(&settings, args),
+        Command::History(cmd) => trend::history(&settings, cmd),
     }
 }

@@ -697,6 +697,8 @@ mod tests {
             run_id: "run-1".into(),
             hcbench_version: "0.0.0".into(),
             git_commit: None,
+            git_dirty: None,
+            benchmark_digest: None,
             command: "matrix".into(),
             benchmark: "demo".into(),
             profiles: vec!["oracle".into(), "nop".into()],

@@ -13,6 +13,7 @@ pub mod model;
 pub mod plan;
 pub mod progress;
 pub mod terminal;
+pub mod trend;
 
 use std::path::{Path, PathBuf};
 

@@ -117,6 +117,8 @@ fn write_ablate_run(run_dir: &Path) {
         run_id: "abl-snap".into(),
         hcbench_version: "test".into(),
         git_commit: None,
+        git_dirty: None,
+        benchmark_digest: None,
         command: "ablate".into(),
         benchmark: "written".into(),
         profiles: vec!["local".into()],

@@ -78,6 +78,9 @@ impl Test {
             .current_dir(&self.root)
             .env_remove("HCBENCH_ROOT")
             .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
+            // Runs append to a history of the test process's own, not the checkout's
+            // reports/history/; a test that checks the history sets its own.
+            .env("HCBENCH_HISTORY", std::env::temp_dir().join(format!("hcbench-test-history-{}", std::process::id())))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .expect("hcbench starts");

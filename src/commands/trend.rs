@@ -1,0 +1,86 @@
+//! `hcbench trend` and `hcbench history import`.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use super::CommandError;
+use crate::cli::{Format, HistoryCommand, TrendArgs};
+use crate::history::{self, HistoryError};
+use crate::settings::Settings;
+use crate::trend::{self, TrendError, TrendOptions};
+
+pub fn trend(settings: &Settings, args: TrendArgs) -> Result<i32, CommandError> {
+    let dir = settings.history_dir(args.history.as_deref());
+    let since = match &args.since {
+        Some(s) => Some((s.clone(), parse_since(s)?)),
+        None => None,
+    };
+    let loaded = history::load(&dir)?;
+    for w in loaded.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let opts = TrendOptions {
+        history: dir.display().to_string(),
+        since,
+        profiles: args.profiles,
+        benchmark: args.benchmark,
+        window: args.window,
+        flip_streak: args.flip_streak,
+        control_profile: args.control,
+        fail_on_regression: args.fail_on_regression,
+    };
+    let report = trend::analyze(&loaded, &opts, SystemTime::now()).map_err(|e| match e {
+        TrendError::Empty { .. } => CommandError::Usage(e.to_string()),
+        TrendError::Polars(_) => CommandError::Internal(anyhow::Error::new(e)),
+    })?;
+    let out = args.out.unwrap_or_else(|| settings.root.join("reports/trend"));
+    let written = crate::report::trend::write_all(&out, &report)?;
+    match args.format {
+        Format::Table => print!("{}", crate::report::trend::terminal(&report)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report).map_err(anyhow::Error::new)?),
+    }
+    for p in written {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(report.verdict.exit_code)
+}
+
+/// `30d`, `12h`, `2w`, `90m`, or anything humantime reads (`1day 12h`).
+fn parse_since(s: &str) -> Result<std::time::Duration, CommandError> {
+    let t = s.trim();
+    let expanded = match t.strip_suffix('w').and_then(|n| n.parse::<u64>().ok()) {
+        Some(weeks) => format!("{}d", weeks * 7),
+        None => t.to_string(),
+    };
+    humantime::parse_duration(&expanded)
+        .map_err(|e| CommandError::Usage(format!("--since {s:?}: {e}; give a duration such as 30d, 12h or 2w")))
+}
+
+pub fn history(settings: &Settings, cmd: HistoryCommand) -> Result<i32, CommandError> {
+    match cmd {
+        HistoryCommand::Import(args) => {
+            let dir = settings.history_dir(args.history.as_deref());
+            for run in &args.run_dirs {
+                let (file, rows) = import(run, &dir)?;
+                eprintln!("imported {rows} cell(s) of {} into {}", run.display(), file.display());
+            }
+            Ok(crate::exit::SUCCESS)
+        }
+    }
+}
+
+fn import(run: &Path, dir: &Path) -> Result<(std::path::PathBuf, usize), CommandError> {
+    history::import_run(run, dir).map_err(|e| match e {
+        history::ImportError::Run(e) => CommandError::from(e),
+        history::ImportError::History(e) => CommandError::from(e),
+    })
+}
+
+impl From<HistoryError> for CommandError {
+    fn from(e: HistoryError) -> Self {
+        match e {
+            HistoryError::Write { .. } => CommandError::Internal(anyhow::Error::new(e)),
+            _ => CommandError::Usage(e.to_string()),
+        }
+    }
+}
