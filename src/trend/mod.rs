@@ -14,7 +14,10 @@
 //!   check is flagged only when the latest run is worse beyond noise.
 //! - **Flips**: a case whose per-run verdict sequence is one stable block of at least
 //!   `flip_streak` runs followed by a block of the other verdict reaching the latest run. A case
-//!   that changed before, or had mixed epochs, is noise, not a flip.
+//!   that changed before, or had mixed epochs, is noise, not a flip. A flip is flagged when it
+//!   is unlikely under noise: `1 / C(n, m)` (the chance that the m changed verdicts of n runs all
+//!   fall last if their order were random), Holm-adjusted over every case series that could have
+//!   flipped, below alpha. A single new failure is listed at once and flagged once it lasts.
 //! - **Flaky (quarantine)**: cases whose verdicts vary under the control profile (`oracle`)
 //!   within one benchmark digest: a fixture or verifier problem. They are left out of
 //!   regression checks and flips and listed apart.
@@ -425,7 +428,8 @@ pub fn analyze(loaded: &Loaded, opts: &TrendOptions, now: SystemTime) -> Result<
     warnings.extend(digest_warnings(&runs));
 
     let flagged = regressions.iter().filter(|c| c.flagged).count();
-    let summary = summary_line(&regressions, flips.len(), flaky.len(), runs.len());
+    let flagged_flips = flips.iter().filter(|f| f.flagged).count();
+    let summary = summary_line(&regressions, &flips, flaky.len(), runs.len());
     let exit_code = if opts.fail_on_regression && flagged > 0 { crate::exit::REGRESSION } else { crate::exit::SUCCESS };
     Ok(TrendReport {
         schema_version: TREND_SCHEMA_VERSION,
@@ -450,7 +454,7 @@ pub fn analyze(loaded: &Loaded, opts: &TrendOptions, now: SystemTime) -> Result<
         runs,
         series,
         categories,
-        verdict: TrendVerdict { regressions: flagged, flips: flips.len(), flaky: flaky.len(), summary, exit_code },
+        verdict: TrendVerdict { regressions: flagged, flips: flagged_flips, flaky: flaky.len(), summary, exit_code },
         regressions,
         flips,
         flaky,
@@ -562,6 +566,8 @@ enum RunVerdict {
 
 fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) -> Vec<Flip> {
     let mut out = Vec::new();
+    // Case series that could have shown a flip: the family Holm corrects over.
+    let mut family = 0usize;
     for ((benchmark, profile, ablation), group) in by_group(rows) {
         let mut by_case: BTreeMap<&str, Vec<&CaseRow>> = BTreeMap::new();
         for r in group.iter().filter(|r| r.verdicts > 0) {
@@ -581,9 +587,10 @@ fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) 
                 })
                 .collect();
             let Some(&last) = verdicts.last() else { continue };
-            if last == RunVerdict::Mixed {
+            if last == RunVerdict::Mixed || verdicts.len() <= streak {
                 continue;
             }
+            family += 1;
             let new_len = verdicts.iter().rev().take_while(|v| **v == last).count();
             let old = &verdicts[..verdicts.len() - new_len];
             let Some(&first_old) = old.first() else { continue };
@@ -592,6 +599,7 @@ fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) 
                 continue;
             }
             let (last_old, first_new) = (seq[old.len() - 1], seq[old.len()]);
+            let p_value = 1.0 / binomial(old.len() + new_len, new_len);
             out.push(Flip {
                 benchmark: benchmark.to_string(),
                 profile: profile.to_string(),
@@ -604,8 +612,17 @@ fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) 
                 first_new_run: first_new.run_id.clone(),
                 first_new_commit: first_new.git_commit.clone(),
                 runs_since: new_len,
+                p_value,
+                p_adjusted: p_value,
+                flagged: false,
             });
         }
+    }
+    let mut ps: Vec<f64> = out.iter().map(|f| f.p_value).collect();
+    ps.resize(family.max(out.len()), 1.0);
+    for (f, p) in out.iter_mut().zip(stats::holm_adjusted(&ps)) {
+        f.p_adjusted = p;
+        f.flagged = p < ALPHA;
     }
     // New failures first, the most recent change first.
     out.sort_by(|a, b| {
@@ -619,6 +636,12 @@ fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) 
         ))
     });
     out
+}
+
+/// C(n, k) as a float (exact for the sizes of a history).
+fn binomial(n: usize, k: usize) -> f64 {
+    let k = k.min(n - k);
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
 /// Runs of one benchmark under different digests are runs of different case sets.
@@ -639,7 +662,7 @@ fn digest_warnings(runs: &[RunInfo]) -> Vec<String> {
         .collect()
 }
 
-fn summary_line(checks: &[RegressionCheck], flips: usize, flaky: usize, runs: usize) -> String {
+fn summary_line(checks: &[RegressionCheck], flips: &[Flip], flaky: usize, runs: usize) -> String {
     let flagged: Vec<String> = checks
         .iter()
         .filter(|c| c.flagged)
@@ -661,7 +684,12 @@ fn summary_line(checks: &[RegressionCheck], flips: usize, flaky: usize, runs: us
     } else {
         format!("REGRESSION: {}", flagged.join(", "))
     };
-    format!("{head}; {flips} flip(s); {flaky} flaky case(s) in quarantine")
+    let flagged = flips.iter().filter(|f| f.flagged).count();
+    let flips = match flips.len() - flagged {
+        0 => format!("{flagged} flip(s)"),
+        n => format!("{flagged} flip(s) beyond noise (+{n} within noise)"),
+    };
+    format!("{head}; {flips}; {flaky} flaky case(s) in quarantine")
 }
 
 /// The first 10 characters of a commit, or `?` when unknown.

@@ -152,7 +152,9 @@ pub struct RegressionCheck {
     pub flagged: bool,
 }
 
-/// A case whose verdict changed after a stable streak.
+/// A case whose verdict changed after a stable streak. Every such change is listed; only one
+/// unlikely to be noise is `flagged`. A single new failure is listed the night it happens and
+/// flagged once it has lasted (three runs after twenty stable ones, with a hundred cases).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Flip {
     pub benchmark: String,
@@ -172,6 +174,16 @@ pub struct Flip {
     pub first_new_commit: String,
     /// Runs with the new verdict, the latest included (1: it changed in the latest run).
     pub runs_since: usize,
+    /// How likely the change is noise: if the case's verdicts over these `streak + runs_since`
+    /// runs were in random order, the chance that all `runs_since` of the minority verdict
+    /// came last, `1 / C(streak + runs_since, runs_since)`. One failure after 9 passes: 0.1.
+    pub p_value: f64,
+    /// `p_value` after Holm over every case series that could have flipped (each profile's
+    /// cases with at least `flip_streak + 1` runs and an unmixed latest verdict): with a hundred
+    /// cases some stable-looking case changes by chance every few nights.
+    pub p_adjusted: f64,
+    /// `p_adjusted` below the report's alpha: a change beyond noise.
+    pub flagged: bool,
 }
 
 /// A case whose verdict varied under the control profile: a fixture or verifier problem, not
@@ -190,6 +202,7 @@ pub struct FlakyCase {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrendVerdict {
+    /// Flagged regression checks and flagged flips; flaky cases in quarantine.
     pub regressions: usize,
     pub flips: usize,
     pub flaky: usize,
