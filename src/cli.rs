@@ -280,6 +280,11 @@ pub struct GateArgs {
     /// A gate state file a human changed on purpose (e.g. workspace/suite.json): record its current content as legitimate, then run the gate. Repeatable.
     #[arg(long, value_name = "FILE")]
     pub accept_state_change: Vec<String>,
+    /// The quarantine.json of `hcbench trend`: its cases of the gate's benchmark (flaky under the
+    /// oracle) are left out of Step 1 (regression set) and Step 3 (promotion). Step 2 keeps every
+    /// test case, so its score stays comparable with the recorded best.
+    #[arg(long, value_name = "FILE")]
+    pub quarantine: Option<PathBuf>,
     /// `text`: `[gate] Step N` lines on stdout; `json`: one JSON object on stdout, the lines on stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub format: GateFormat,

@@ -48,6 +48,12 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
     )?;
     // Whether a profile that does not load is the candidate's fault is the gate's call.
     let profile = settings.profile(&profiles, &config.profile, None).map_err(|e| e.to_string());
+    let quarantine = match &args.quarantine {
+        Some(path) => {
+            crate::trend::quarantine::Quarantine::read(path).map_err(CommandError::Usage)?.cases_of(&config.benchmark)
+        }
+        None => Default::default(),
+    };
     Ok(GateSettings {
         root: settings.root.clone(),
         jobs: crate::settings::jobs(args.jobs, config.jobs)?,
@@ -56,6 +62,7 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
         profiles,
         wait,
         accept_state_change: args.accept_state_change.clone(),
+        quarantine,
     })
 }
 

@@ -34,7 +34,11 @@ pub fn trend(settings: &Settings, args: TrendArgs) -> Result<i32, CommandError> 
         TrendError::Polars(_) => CommandError::Internal(anyhow::Error::new(e)),
     })?;
     let out = args.out.unwrap_or_else(|| settings.root.join("reports/trend"));
-    let written = crate::report::trend::write_all(&out, &report)?;
+    let mut written = crate::report::trend::write_all(&out, &report)?;
+    let quarantine = crate::trend::quarantine::Quarantine::from_report(&report).write(&out).map_err(|e| {
+        CommandError::Internal(anyhow::anyhow!("cannot write the quarantine list in {}: {e}", out.display()))
+    })?;
+    written.push(quarantine);
     match args.format {
         Format::Table => print!("{}", crate::report::trend::terminal(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report).map_err(anyhow::Error::new)?),

@@ -93,6 +93,8 @@ pub(crate) enum Note<'a> {
     IdenticalToHead,
     /// Step 3 re-runs these failing train cases.
     Rerunning { candidates: &'a [String] },
+    /// `--quarantine`: these cases are left out of Steps 1 and 3.
+    Quarantined { cases: &'a [String] },
 }
 
 /// The start of a step that runs cells (Steps 0 and 3 start without details).

@@ -288,6 +288,10 @@ fn note_line(note: &Note<'_>) -> String {
         Note::Rerunning { candidates } => {
             format!("{IN}re-running {} previously failing train case(s): {}", candidates.len(), candidates.join(", "))
         }
+        Note::Quarantined { cases } => format!(
+            "{IN}quarantined (flaky under the oracle, from --quarantine): {}; left out of Steps 1 and 3, kept in Step 2",
+            cases.join(", ")
+        ),
     }
 }
 

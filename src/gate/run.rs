@@ -53,6 +53,10 @@ pub(crate) struct GateSettings {
     pub wait: Duration,
     /// State files a human changed on purpose (`--accept-state-change`).
     pub accept_state_change: Vec<String>,
+    /// Cases of the benchmark `hcbench trend` quarantined (`--quarantine FILE`): flaky under
+    /// the oracle, so left out of Steps 1 and 3. Step 2 keeps them: its score must stay
+    /// comparable with the best recorded in results.tsv.
+    pub quarantine: BTreeSet<String>,
 }
 
 /// Runs the gate: Steps 0 to 3, then the verdict. Returns the outcome (also the sink's last
@@ -133,7 +137,9 @@ impl Setup {
         let (root, cfg) = (settings.root.as_path(), &settings.config);
         let bench = load_benchmark(root, &cfg.benchmark)?;
         let ids_of = |split| bench.cases.iter().filter(move |c| c.split == split).map(|c| c.id.clone());
-        let train_ids: BTreeSet<String> = ids_of(cfg.train_split).collect();
+        // Quarantined cases are never promotion candidates (Step 3 reads `train_ids`).
+        let train_ids: BTreeSet<String> =
+            ids_of(cfg.train_split).filter(|c| !settings.quarantine.contains(c)).collect();
         let test_ids: Vec<String> = ids_of(cfg.test_split).collect();
         if test_ids.is_empty() {
             return Err(GateError::Setup(format!(
@@ -229,11 +235,19 @@ impl Gate<'_> {
         let runner = Runner::start(&self.settings.root, &self.run_id, self.settings.jobs, self.sink.live())?;
         let gate_dir = self.files.workspace().join("gate").join(&self.run_id);
 
-        let step1 = self.regression_set(&runner, &set, &gate_dir)?;
+        let quarantined: Vec<String> = self.settings.quarantine.iter().cloned().collect();
+        if !quarantined.is_empty() {
+            self.emit(GateEvent::Note(Note::Quarantined { cases: &quarantined }));
+        }
+        let mut judged = set.clone();
+        judged.cases.retain(|c| !self.settings.quarantine.contains(c));
+        let step1 = self.regression_set(&runner, &judged, &gate_dir)?;
         let (step2, candidate_files) = self.full_benchmark(&runner, &rows)?;
         let (evals_passed, evals_total) = step1.as_ref().map_or((0, 0), |v| (v.passed, v.cases));
         self.scores = Some(Scores { val_score: step2.val_score(), evals_passed, evals_total });
 
+        // The quarantined cases stay in the set (they return once they are fixed); they are not
+        // judged while flaky.
         let mut next = set.clone();
         if let Some(v) = &step1 {
             next.last_results.extend(v.scores.clone());

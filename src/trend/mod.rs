@@ -23,6 +23,7 @@
 //!   regression checks and flips and listed apart.
 
 pub mod model;
+pub mod quarantine;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};

@@ -11,7 +11,9 @@ use crate::Test;
 
 fn csv_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect()
+        })
         .unwrap_or_default();
     files.sort();
     files
@@ -59,7 +61,8 @@ fn matrix_runs_append_to_the_history_and_trend_reads_them() {
     let report = done.json();
     assert_eq!(report["runs"].as_array().unwrap().len(), 3);
     assert_eq!(report["rows"], 30);
-    let labels: Vec<&str> = report["series"].as_array().unwrap().iter().map(|s| s["profile"].as_str().unwrap()).collect();
+    let labels: Vec<&str> =
+        report["series"].as_array().unwrap().iter().map(|s| s["profile"].as_str().unwrap()).collect();
     assert_eq!(labels, ["nop", "oracle"]);
     // Deterministic profiles: nothing changed, nothing is flaky.
     assert_eq!(report["verdict"]["regressions"], 0);
