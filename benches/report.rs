@@ -23,6 +23,8 @@ fn main() {
         run_id: "bench".into(),
         hcbench_version: "bench".into(),
         git_commit: None,
+        git_dirty: None,
+        benchmark_digest: None,
         command: "matrix".into(),
         benchmark: "synthetic".into(),
         profiles: profiles.clone(),

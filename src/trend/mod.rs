@@ -463,7 +463,7 @@ pub fn analyze(loaded: &Loaded, opts: &TrendOptions, now: SystemTime) -> Result<
 }
 
 /// Rows of one group (benchmark, profile, ablation), in the folded table's order.
-fn by_group<'a>(rows: &'a [CaseRow]) -> BTreeMap<(&'a str, &'a str, &'a str), Vec<&'a CaseRow>> {
+fn by_group(rows: &[CaseRow]) -> BTreeMap<(&str, &str, &str), Vec<&CaseRow>> {
     let mut out: BTreeMap<(&str, &str, &str), Vec<&CaseRow>> = BTreeMap::new();
     for r in rows {
         out.entry((&r.benchmark, &r.profile, &r.ablation)).or_default().push(r);

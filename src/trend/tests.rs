@@ -19,7 +19,7 @@ fn cell(run: usize, case: usize, profile: &str, outcome: &str, epoch: u32) -> Hi
         benchmark_digest: "d1".into(),
         cell_id: format!("case{case:02}__{profile}__e{epoch}"),
         case_id: format!("case{case:02}"),
-        category: if case % 2 == 0 { "bugfix" } else { "context" }.into(),
+        category: if case.is_multiple_of(2) { "bugfix" } else { "context" }.into(),
         split: "train".into(),
         profile: profile.into(),
         provider: "openai-chat".into(),
