@@ -339,7 +339,7 @@ pub struct TrendArgs {
     /// Exit 7 when a regression beyond noise is flagged.
     #[arg(long)]
     pub fail_on_regression: bool,
-    /// Folder for trend.md, trend.html and trend.json (default: <root>/reports/trend).
+    /// Folder for trend.md, trend.html, trend.json and quarantine.json (default: <root>/reports/trend).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]

@@ -10,6 +10,11 @@ use crate::settings::Settings;
 use crate::trend::{self, TrendError, TrendOptions};
 
 pub fn trend(settings: &Settings, args: TrendArgs) -> Result<i32, CommandError> {
+    if args.window == 0 || args.flip_streak == 0 {
+        return Err(CommandError::Usage(
+            "--window and --flip-streak count runs: give 1 or more (defaults 5 and 3)".into(),
+        ));
+    }
     let dir = settings.history_dir(args.history.as_deref());
     let since = match &args.since {
         Some(s) => Some((s.clone(), parse_since(s)?)),
