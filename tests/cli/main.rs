@@ -14,6 +14,7 @@ mod plan;
 mod providers;
 mod report_snapshots;
 mod run;
+mod trend_html;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
