@@ -81,7 +81,7 @@ pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
 }
 
 /// tera puts the useful part (template line, undefined variable) in the error's sources.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut message = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

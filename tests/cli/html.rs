@@ -148,7 +148,7 @@ fn the_html_report_opens_offline_shows_every_cell_and_each_cells_timeline() {
 }
 
 /// Returns chromedriver's path, or fails saying what to install.
-fn require_browser() -> PathBuf {
+pub(crate) fn require_browser() -> PathBuf {
     let chromedriver = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -171,7 +171,7 @@ fn require_browser() -> PathBuf {
 
 /// One chromedriver child with one Chromium session; both end when this is dropped, also
 /// when an assertion fails, so no browser outlives the test.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     base: String,
     session: String,
@@ -179,7 +179,7 @@ struct Browser {
 }
 
 impl Browser {
-    fn start(chromedriver: &Path, scratch: &Path) -> Browser {
+    pub(crate) fn start(chromedriver: &Path, scratch: &Path) -> Browser {
         let http: ureq::Agent = ureq::Agent::config_builder()
             // WebDriver errors come as 4xx/5xx with a JSON body worth showing.
             .http_status_as_error(false)
@@ -268,27 +268,27 @@ impl Browser {
         format!("/session/{}{rest}", self.session)
     }
 
-    fn open(&self, file: &Path) {
+    pub(crate) fn open(&self, file: &Path) {
         let url = format!("file://{}", file.canonicalize().unwrap().display());
         self.request("POST", &self.session_path("/url"), Some(json!({"url": url})));
     }
 
-    fn find_all(&self, css: &str) -> Vec<String> {
+    pub(crate) fn find_all(&self, css: &str) -> Vec<String> {
         let found =
             self.request("POST", &self.session_path("/elements"), Some(json!({"using": "css selector", "value": css})));
         found.as_array().unwrap().iter().map(|e| e[ELEMENT_KEY].as_str().unwrap().to_string()).collect()
     }
 
-    fn find(&self, css: &str) -> String {
+    pub(crate) fn find(&self, css: &str) -> String {
         self.find_all(css).into_iter().next().unwrap_or_else(|| panic!("no element matches {css}"))
     }
 
-    fn attribute(&self, element: &str, name: &str) -> String {
+    pub(crate) fn attribute(&self, element: &str, name: &str) -> String {
         let v = self.request("GET", &self.session_path(&format!("/element/{element}/attribute/{name}")), None);
         v.as_str().unwrap_or_else(|| panic!("no attribute {name}")).to_string()
     }
 
-    fn displayed(&self, element: &str) -> bool {
+    pub(crate) fn displayed(&self, element: &str) -> bool {
         self.request("GET", &self.session_path(&format!("/element/{element}/displayed")), None) == true
     }
 
@@ -296,7 +296,7 @@ impl Browser {
         self.find_all("section.timeline").iter().filter(|e| self.displayed(e)).count()
     }
 
-    fn text(&self, element: &str) -> String {
+    pub(crate) fn text(&self, element: &str) -> String {
         self.request("GET", &self.session_path(&format!("/element/{element}/text")), None).as_str().unwrap().to_string()
     }
 
@@ -304,12 +304,12 @@ impl Browser {
         self.request("POST", &self.session_path(&format!("/element/{element}/click")), Some(json!({})));
     }
 
-    fn script(&self, script: &str) -> Value {
+    pub(crate) fn script(&self, script: &str) -> Value {
         self.request("POST", &self.session_path("/execute/sync"), Some(json!({"script": script, "args": []})))
     }
 
     /// Browser console messages of level SEVERE since the last call.
-    fn severe_logs(&self) -> Vec<String> {
+    pub(crate) fn severe_logs(&self) -> Vec<String> {
         let logs = self.request("POST", &self.session_path("/se/log"), Some(json!({"type": "browser"})));
         logs.as_array()
             .unwrap()
@@ -319,7 +319,7 @@ impl Browser {
             .collect()
     }
 
-    fn screenshot(&self) -> Vec<u8> {
+    pub(crate) fn screenshot(&self) -> Vec<u8> {
         let b64 = self.request("GET", &self.session_path("/screenshot"), None);
         base64::engine::general_purpose::STANDARD.decode(b64.as_str().unwrap()).unwrap()
     }

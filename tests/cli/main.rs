@@ -15,6 +15,7 @@ mod providers;
 mod report_snapshots;
 mod run;
 mod trend;
+mod trend_html;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
