@@ -24,7 +24,8 @@ const CATEGORIES: [&str; 5] = ["bugfix", "recovery", "greenfield", "context", "p
 
 /// The profiles of every run: name, provider, model, cases (from case 0), epochs, price of a
 /// thousand tokens (None: unpriced). 20 + 40 + 20 x 2 = 100 cells per run.
-const PROFILES: [(&str, &str, &str, usize, u32, Option<f64>); 3] = [
+type Profile = (&'static str, &'static str, &'static str, usize, u32, Option<f64>);
+const PROFILES: [Profile; 3] = [
     ("oracle", "oracle", "", 20, 1, None),
     ("gpt", "openai-responses", "gpt-5.1", 40, 1, Some(0.004)),
     ("deepseek", "openai-chat", "deepseek-chat", 20, 2, Some(0.0006)),
