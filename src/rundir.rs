@@ -148,12 +148,13 @@ impl RunDirError {
 
 impl Manifest {
     pub fn new(plan: Plan<'_>, root: &Path, bench: &Benchmark, case_ids: &[String]) -> Manifest {
+        let (git_commit, git_dirty) = git_state(root);
         Manifest {
             schema_version: MANIFEST_SCHEMA_VERSION,
             run_id: plan.run_id.to_string(),
             hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_head(root),
-            git_dirty: git_dirty(root),
+            git_commit,
+            git_dirty,
             benchmark_digest: crate::bench::digest(root, bench).ok(),
             command: plan.command.to_string(),
             benchmark: bench.name.clone(),
@@ -245,29 +246,15 @@ impl Manifest {
     }
 }
 
-/// The commit HEAD points at, read from `.git` without running git.
-/// True when the repository at `root` has changes against HEAD: modified, added or deleted
-/// tracked files, or untracked files that are not ignored. None when `root` is no repository.
-fn git_dirty(root: &Path) -> Option<bool> {
-    let repo = git2::Repository::open(root).ok()?;
+/// The commit HEAD points at, and whether the working tree differs from it, when `root` is a
+/// git repository (a worktree or a submodule too: git2 follows a `.git` file). None otherwise.
+fn git_state(root: &Path) -> (Option<String>, Option<bool>) {
+    let Ok(repo) = git2::Repository::open(root) else { return (None, None) };
+    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).map(|c| c.id().to_string());
     let mut opts = git2::StatusOptions::new();
     opts.include_untracked(true).include_ignored(false).recurse_untracked_dirs(false);
-    let statuses = repo.statuses(Some(&mut opts)).ok()?;
-    Some(!statuses.is_empty())
-}
-
-fn git_head(root: &Path) -> Option<String> {
-    let git = root.join(".git");
-    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
-    let head = head.trim();
-    if let Some(r) = head.strip_prefix("ref: ") {
-        if let Ok(id) = std::fs::read_to_string(git.join(r)) {
-            return Some(id.trim().to_string());
-        }
-        let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
-        return packed.lines().find(|l| l.ends_with(r)).and_then(|l| l.split_whitespace().next()).map(str::to_string);
-    }
-    Some(head.to_string())
+    let dirty = repo.statuses(Some(&mut opts)).ok().map(|s| !s.is_empty());
+    (head, dirty)
 }
 
 /// The stable id of a cell: `<case>__<profile>[__<ablation>][__e<epoch>]`. The ablation

@@ -81,6 +81,10 @@ fn corrupt_and_foreign_rows_are_skipped_and_counted() {
     text.push('\n');
     text.push_str(&line.replace("2026-11-01T00:00:00Z", "yesterday"));
     text.push('\n');
+    // An unclosed quote costs its own line, not the rows after it.
+    text.push_str("1,\"r1,broken\n");
+    text.push_str(&line);
+    text.push('\n');
     std::fs::write(dir.path().join("a.csv"), text).unwrap();
     // Another tool's CSV in the same folder.
     std::fs::write(dir.path().join("other.csv"), "name,score\nalice,3\nbob,4\n").unwrap();
@@ -88,12 +92,12 @@ fn corrupt_and_foreign_rows_are_skipped_and_counted() {
     std::fs::write(dir.path().join("blob.csv"), [0xff, 0xfe, 0x00, b'\n', 0x80]).unwrap();
 
     let loaded = load(dir.path()).unwrap();
-    assert_eq!(loaded.rows, vec![good.clone(), good]);
-    assert_eq!(loaded.skipped[&dir.path().join("a.csv")], 4);
+    assert_eq!(loaded.rows, vec![good.clone(), good.clone(), good]);
+    assert_eq!(loaded.skipped[&dir.path().join("a.csv")], 5);
     assert_eq!(loaded.skipped[&dir.path().join("other.csv")], 2);
     assert!(loaded.skipped.contains_key(&dir.path().join("blob.csv")));
     let warnings = loaded.warnings().join("\n");
-    assert!(warnings.contains("a.csv: skipped 4 row(s)"), "{warnings}");
+    assert!(warnings.contains("a.csv: skipped 5 row(s)"), "{warnings}");
 }
 
 #[test]
