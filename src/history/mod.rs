@@ -240,20 +240,24 @@ pub fn load(dir: &Path) -> Result<Loaded, HistoryError> {
 
 /// Parses one file's rows into `out`; returns how many were skipped.
 ///
-/// Line by line: hcbench never writes a newline inside a field, so one damaged line (an
-/// unclosed quote, a cut write) costs that line, instead of swallowing the rows after it.
+/// hcbench never writes a newline inside a field, so a record is a line. A file whose lines all
+/// have balanced quotes is read with one CSV reader (fast); a damaged one (an unclosed quote,
+/// which would make the reader swallow the rows after it as one bad record) line by line, so
+/// the damage costs only its own line.
 fn read_rows(path: &Path, bytes: &[u8], out: &mut Vec<HistoryRow>) -> Result<usize, HistoryError> {
-    let mut lines = bytes.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    let Some(header) = lines.next() else { return Ok(0) };
-    let headers = parse_line(header);
+    let lines = || bytes.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let balanced = lines().all(|l| l.iter().filter(|&&b| b == b'"').count() % 2 == 0);
+    let mut records: Box<dyn Iterator<Item = Option<csv::StringRecord>>> = if balanced {
+        let reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes);
+        Box::new(reader.into_records().map(Result::ok))
+    } else {
+        Box::new(lines().filter(|l| !l.is_empty()).map(parse_line))
+    };
+    let Some(headers) = records.next() else { return Ok(0) };
     let is_history = headers.as_ref().is_some_and(|h| h.get(0) == Some("schema"));
     let mut skipped = 0;
-    for (i, line) in lines.filter(|l| !l.is_empty()).enumerate() {
-        let (Some(headers), true) = (&headers, is_history) else {
-            skipped += 1;
-            continue;
-        };
-        let Some(record) = parse_line(line) else {
+    for (i, record) in records.enumerate() {
+        let (Some(headers), true, Some(record)) = (&headers, is_history, record) else {
             skipped += 1;
             continue;
         };
