@@ -70,7 +70,7 @@ pub fn digest(root: &Path, bench: &Benchmark) -> std::io::Result<String> {
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(&bytes);
     }
-    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::util::hex(&hash.finalize()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

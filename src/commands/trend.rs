@@ -1,6 +1,5 @@
 //! `hcbench trend` and `hcbench history import`.
 
-use std::path::Path;
 use std::time::SystemTime;
 
 use super::CommandError;
@@ -70,7 +69,7 @@ pub fn history(settings: &Settings, cmd: HistoryCommand) -> Result<i32, CommandE
         HistoryCommand::Import(args) => {
             let dir = settings.history_dir(args.history.as_deref());
             for run in &args.run_dirs {
-                let (file, rows) = import(run, &dir)?;
+                let (file, rows) = history::import_run(run, &dir)?;
                 eprintln!("imported {rows} cell(s) of {} into {}", run.display(), file.display());
             }
             Ok(crate::exit::SUCCESS)
@@ -78,11 +77,13 @@ pub fn history(settings: &Settings, cmd: HistoryCommand) -> Result<i32, CommandE
     }
 }
 
-fn import(run: &Path, dir: &Path) -> Result<(std::path::PathBuf, usize), CommandError> {
-    history::import_run(run, dir).map_err(|e| match e {
-        history::ImportError::Run(e) => CommandError::from(e),
-        history::ImportError::History(e) => CommandError::from(e),
-    })
+impl From<history::ImportError> for CommandError {
+    fn from(e: history::ImportError) -> Self {
+        match e {
+            history::ImportError::Run(e) => e.into(),
+            history::ImportError::History(e) => e.into(),
+        }
+    }
 }
 
 impl From<HistoryError> for CommandError {

@@ -410,7 +410,8 @@ fn dom_ids(cells: &[CellSummary]) -> HashMap<&str, String> {
     out
 }
 
-fn num(x: f64) -> String {
+/// A coordinate or size with one decimal, as both HTML pages write them into SVG.
+pub(crate) fn num(x: f64) -> String {
     format!("{x:.1}")
 }
 

@@ -25,6 +25,7 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde::Serialize;
 use tera::{Context, Tera};
 
+use super::html::num;
 use super::{ExportError, pct, pct_range};
 use crate::aggregate::p_text;
 use crate::replay::group_label;
@@ -493,10 +494,6 @@ impl Frame {
         let h = self.height - self.top - self.bottom;
         self.top + h * (1.0 - v.clamp(0.0, 1.0))
     }
-}
-
-fn num(x: f64) -> String {
-    format!("{x:.1}")
 }
 
 /// `M x y L x y ...` through the given (x, y) points.

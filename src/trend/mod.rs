@@ -423,8 +423,9 @@ pub fn analyze(loaded: &Loaded, opts: &TrendOptions, now: SystemTime) -> Result<
         if category.is_some() { categories.push(s) } else { series.push(s) }
     }
 
-    let regressions = regression_checks(&rows, &quarantined, opts.window);
-    let flips = flips(&rows, &quarantined, opts.flip_streak);
+    let by_group = by_group(&rows);
+    let regressions = regression_checks(&by_group, &quarantined, opts.window);
+    let flips = flips(&by_group, &quarantined, opts.flip_streak);
     let mut warnings = loaded.warnings();
     warnings.extend(digest_warnings(&runs));
 
@@ -462,8 +463,10 @@ pub fn analyze(loaded: &Loaded, opts: &TrendOptions, now: SystemTime) -> Result<
     })
 }
 
-/// Rows of one group (benchmark, profile, ablation), in the folded table's order.
-fn by_group(rows: &[CaseRow]) -> BTreeMap<(&str, &str, &str), Vec<&CaseRow>> {
+/// The folded rows of each group (benchmark, profile, ablation), in the folded table's order.
+type Groups<'a> = BTreeMap<(&'a str, &'a str, &'a str), Vec<&'a CaseRow>>;
+
+fn by_group(rows: &[CaseRow]) -> Groups<'_> {
     let mut out: BTreeMap<(&str, &str, &str), Vec<&CaseRow>> = BTreeMap::new();
     for r in rows {
         out.entry((&r.benchmark, &r.profile, &r.ablation)).or_default().push(r);
@@ -489,9 +492,9 @@ fn measured<'a>(
     out
 }
 
-fn regression_checks(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, window: usize) -> Vec<RegressionCheck> {
+fn regression_checks(groups: &Groups<'_>, quarantined: &BTreeSet<(&str, &str)>, window: usize) -> Vec<RegressionCheck> {
     let mut checks = Vec::new();
-    for ((benchmark, profile, ablation), group) in by_group(rows) {
+    for (&(benchmark, profile, ablation), group) in groups {
         // The group's runs, oldest first.
         let mut runs: Vec<(i64, &str, &str)> =
             group.iter().map(|r| (r.ts, r.run_id.as_str(), r.git_commit.as_str())).collect();
@@ -504,8 +507,8 @@ fn regression_checks(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, win
             continue;
         }
         let skip = |case: &str| quarantined.contains(&(benchmark, case));
-        let a = measured(&group, &BTreeSet::from([latest]), &skip);
-        let b = measured(&group, &base.iter().map(|r| r.1).collect(), &skip);
+        let a = measured(group, &BTreeSet::from([latest]), &skip);
+        let b = measured(group, &base.iter().map(|r| r.1).collect(), &skip);
         let p = stats::paired(&a, &b, ALPHA);
         let shared: Vec<&String> = a.keys().filter(|k| b.contains_key(*k)).collect();
         let rate = |m: &BTreeMap<String, Vec<f64>>| {
@@ -565,11 +568,11 @@ enum RunVerdict {
     Mixed,
 }
 
-fn flips(rows: &[CaseRow], quarantined: &BTreeSet<(&str, &str)>, streak: usize) -> Vec<Flip> {
+fn flips(groups: &Groups<'_>, quarantined: &BTreeSet<(&str, &str)>, streak: usize) -> Vec<Flip> {
     let mut out = Vec::new();
     // Case series that could have shown a flip: the family Holm corrects over.
     let mut family = 0usize;
-    for ((benchmark, profile, ablation), group) in by_group(rows) {
+    for (&(benchmark, profile, ablation), group) in groups {
         let mut by_case: BTreeMap<&str, Vec<&CaseRow>> = BTreeMap::new();
         for r in group.iter().filter(|r| r.verdicts > 0) {
             by_case.entry(&r.case_id).or_default().push(r);
