@@ -21,6 +21,10 @@ pub struct Cli {
     /// (default: $HCBENCH_CONTEXT_MODE, else the spec's).
     #[arg(long, global = true, value_name = "MODE")]
     pub context_mode: Option<String>,
+    /// Where cells' commands run: bubblewrap (the default; Debian package `bubblewrap`) or none,
+    /// an explicit opt-out every report names (default: $HCBENCH_SANDBOX, else bubblewrap).
+    #[arg(long, global = true, value_name = "SANDBOX")]
+    pub sandbox: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -27,6 +27,7 @@ use crate::events::{EngineEvent, EngineSink};
 use crate::model::Profile;
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
 use crate::rundir::cell_id;
+use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{EventBody, Outcome};
 
@@ -68,8 +69,9 @@ pub fn plan(
     profiles: &[Profile],
     epochs: u32,
     spec: &Arc<AgentSpec>,
+    sandbox: &Sandbox,
 ) -> Vec<CellPlan> {
-    plan_variants(run_id, run_dir, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs)
+    plan_variants(run_id, run_dir, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs, sandbox)
 }
 
 /// [`plan`] with one agent spec per named variant (`hcbench ablate`: (ablation, spec with it
@@ -84,6 +86,7 @@ pub fn plan_variants(
     profiles: &[Profile],
     variants: &[(String, Arc<AgentSpec>)],
     epochs: u32,
+    sandbox: &Sandbox,
 ) -> Vec<CellPlan> {
     let mut cells = Vec::new();
     for case_id in case_ids {
@@ -103,6 +106,7 @@ pub fn plan_variants(
                         epoch,
                         spec: spec.clone(),
                         ablation: ablation.clone(),
+                        sandbox: sandbox.clone(),
                     });
                 }
             }
@@ -289,7 +293,7 @@ mod tests {
     fn two_cells(run_dir: &Path) -> Vec<CellPlan> {
         let bench = load_benchmark(Path::new(env!("CARGO_MANIFEST_DIR")), "hc-bench").unwrap();
         let ids: Vec<String> = bench.cases.iter().take(2).map(|c| c.id.clone()).collect();
-        plan("r", run_dir, &bench, &ids, &[Profile::oracle()], 1, &Arc::new(AgentSpec::default()))
+        plan("r", run_dir, &bench, &ids, &[Profile::oracle()], 1, &Arc::new(AgentSpec::default()), &Sandbox::None)
     }
 
     #[tokio::test]

@@ -31,6 +31,7 @@ pub mod process;
 pub mod replay;
 pub mod report;
 pub mod rundir;
+pub mod sandbox;
 pub mod settings;
 pub mod stats;
 pub mod trace;

@@ -3,15 +3,18 @@
 //! Rules, in the spirit of cargo-nextest's runner: argv only, never a shell unless a case's
 //! argv names one; each child leads its own process group so a timeout can stop everything it
 //! spawned (SIGTERM to the group, a grace period, then SIGKILL); captured output is bounded;
-//! the environment is scrubbed of secrets and made deterministic. A timeout is a result
-//! (`timed_out = true`), not an error.
+//! the environment is an allowlist, made deterministic. A timeout is a result
+//! (`timed_out = true`), not an error. Every command runs in the [`Sandbox`] its spec names
+//! ([`crate::sandbox`]), with its [`Limits`] set between fork and exec.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
+
+use crate::sandbox::{self, Limits, Mount, Sandbox};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -24,11 +27,38 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
     pub argv: Vec<String>,
+    /// Where the command starts; inside `workspace.path`.
     pub cwd: PathBuf,
     pub timeout: Duration,
-    /// Extra environment, applied after scrubbing.
+    /// Extra environment, on top of the allowlist of [`sandbox::child_env`].
     pub env: Vec<(String, String)>,
     pub output_limit: usize,
+    /// Where the command runs: bubblewrap, or directly with `--sandbox none`.
+    pub sandbox: Sandbox,
+    /// The cell's workspace, bound at its own path: writable for the agent's commands and the
+    /// tests, read-only for the verifier.
+    pub workspace: Mount,
+    /// Further host paths the command may see (a verifier folder, a runner's results folder).
+    pub mounts: Vec<Mount>,
+    pub limits: Limits,
+}
+
+impl CommandSpec {
+    /// `argv` in the writable workspace `cwd`, with the default limits and no extra
+    /// environment or mounts.
+    pub fn new(argv: Vec<String>, cwd: &Path, timeout: Duration, sandbox: &Sandbox) -> CommandSpec {
+        CommandSpec {
+            argv,
+            cwd: cwd.to_path_buf(),
+            timeout,
+            env: Vec::new(),
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+            sandbox: sandbox.clone(),
+            workspace: Mount::writable(cwd),
+            mounts: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -80,51 +110,33 @@ impl CommandOutcome {
     }
 }
 
-/// True for variable names that look like credentials; these never reach a child.
-pub fn is_secret_var(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const SUFFIXES: &[&str] =
-        &["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_SECRET_KEY", "_CREDENTIALS"];
-    SUFFIXES.iter().any(|s| upper.ends_with(s)) || matches!(upper.as_str(), "API_KEY" | "TOKEN" | "PASSWORD" | "SECRET")
-}
-
-/// The environment a child sees: ours minus secrets, plus the deterministic settings.
-pub fn child_env(extra: &[(String, String)]) -> Vec<(String, String)> {
-    child_env_from(std::env::vars(), extra)
-}
-
-/// [`child_env`] over a given parent environment, so tests can check the scrubbing without
-/// changing the environment of the (multi-threaded) test process.
-fn child_env_from(
-    parent: impl IntoIterator<Item = (String, String)>,
-    extra: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = parent.into_iter().filter(|(k, _)| !is_secret_var(k)).collect();
-    for (k, v) in [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONHASHSEED", "0"), ("TZ", "UTC")] {
-        env.retain(|(name, _)| name != k);
-        env.push((k.to_string(), v.to_string()));
-    }
-    for (k, v) in extra {
-        env.retain(|(name, _)| name != k);
-        env.push((k.clone(), v.clone()));
-    }
-    env
-}
-
 /// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
 pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
-    let (program, args) =
-        spec.argv.split_first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+    let program = spec.argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+    let env = sandbox::child_env(&spec.sandbox, &spec.env);
+    // A program that does not exist is an error of the case or the harness, not a failing
+    // command: find it first, in the PATH the command gets, as the host would have said.
+    let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
+    if find_program(program, search, &spec.cwd).is_none() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("`{program}` not found")));
+    }
+    let (program, args) = spec.sandbox.wrap(&spec.argv, &spec.cwd, &spec.workspace, &spec.mounts);
+    let limits = spec.limits;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&spec.cwd)
         .env_clear()
-        .envs(child_env(&spec.env))
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec; it only calls setrlimit,
+    // which is async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || limits.apply());
+    }
     let started = Instant::now();
     tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
     let mut child = cmd.spawn()?;
@@ -162,6 +174,16 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         tokio::time::timeout(Duration::from_secs(2), collect).await.unwrap_or(((Vec::new(), true), (Vec::new(), true)));
     let exit_code = status.and_then(|s| s.code());
     Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
+}
+
+/// `name` as the command's PATH `search` resolves it: a name with a slash is relative to `cwd`.
+fn find_program(name: &str, search: &str, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if name.contains('/') {
+        return Some(cwd.join(name)).filter(|p| is_exe(p));
+    }
+    std::env::split_paths(search).map(|d| d.join(name)).find(|p| is_exe(p))
 }
 
 /// Process groups of children still running, so a forced exit can kill them all.
@@ -228,13 +250,9 @@ mod tests {
     use super::*;
 
     fn spec(argv: &[&str], timeout_ms: u64) -> CommandSpec {
-        CommandSpec {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            cwd: std::env::temp_dir(),
-            timeout: Duration::from_millis(timeout_ms),
-            env: Vec::new(),
-            output_limit: 1000,
-        }
+        let argv = argv.iter().map(|s| s.to_string()).collect();
+        let timeout = Duration::from_millis(timeout_ms);
+        CommandSpec { output_limit: 1000, ..CommandSpec::new(argv, &std::env::temp_dir(), timeout, &Sandbox::None) }
     }
 
     fn alive(pid: i32) -> bool {
@@ -279,32 +297,6 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    #[test]
-    fn secrets_are_scrubbed_and_env_is_deterministic() {
-        let parent = owned(&[
-            ("HCBENCH_CANARY_API_KEY", "sk-canary"),
-            ("GITHUB_TOKEN", "ghp-canary"),
-            ("PASSWORD", "hunter2"),
-            ("PATH", "/usr/bin:/bin"),
-            ("TZ", "Europe/Paris"),
-            ("PYTHONHASHSEED", "random"),
-        ]);
-        let env = child_env_from(parent, &owned(&[("HCBENCH_CASE", "bugfix-1"), ("PATH", "/opt/bin")]));
-        let mut names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), env.len(), "each variable once: {env:?}");
-        let env: std::collections::BTreeMap<String, String> = env.into_iter().collect();
-        let want = owned(&[
-            ("HCBENCH_CASE", "bugfix-1"),
-            ("PATH", "/opt/bin"),
-            ("PYTHONDONTWRITEBYTECODE", "1"),
-            ("PYTHONHASHSEED", "0"),
-            ("TZ", "UTC"),
-        ]);
-        assert_eq!(env, want.into_iter().collect(), "secrets dropped, settings fixed, extras last");
-    }
-
     #[tokio::test]
     async fn the_child_sees_exactly_the_scrubbed_environment() {
         // `env -0` prints what the child really got, NUL-separated so any value survives.
@@ -318,7 +310,7 @@ mod tests {
             .split_terminator('\0')
             .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap())
             .collect();
-        assert_eq!(seen, child_env(&extra).into_iter().collect());
+        assert_eq!(seen, sandbox::child_env(&Sandbox::None, &extra).into_iter().collect());
         assert_eq!(seen["TZ"], "UTC");
         assert_eq!(seen["HCBENCH_CASE"], "bugfix-1");
     }

@@ -806,6 +806,7 @@ mod tests {
             agent_spec: "abc".into(),
             ablation: "no_memory".into(),
             hcbench_version: "0".into(),
+            sandbox: None,
         })
         .unwrap();
         w.append(EventBody::ModelAction {
@@ -902,6 +903,7 @@ mod tests {
                 agent_spec: "spec".into(),
                 ablation: String::new(),
                 hcbench_version: "0".into(),
+                sandbox: None,
             }],
             EventKind::ContextPacked => {
                 let section =

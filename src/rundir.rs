@@ -15,6 +15,7 @@
 //! before appending); only the process holding `.lock` writes cells, so two resumes of one run
 //! cannot run its cells twice.
 
+use crate::sandbox::SandboxInfo;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -66,6 +67,10 @@ pub struct Manifest {
     pub agent_spec: String,
     #[serde(default)]
     pub agent_dir: Option<PathBuf>,
+    /// The sandbox the cells ran in (`--sandbox`); None in manifests written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
     /// `--budget-usd`: no new cell starts once the run's model cost reaches it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_usd: Option<f64>,
@@ -109,6 +114,8 @@ pub struct Plan<'a> {
     pub jobs: usize,
     pub agent_spec: &'a str,
     pub agent_dir: Option<PathBuf>,
+    /// The sandbox the cells run in.
+    pub sandbox: SandboxInfo,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +180,7 @@ impl Manifest {
             started_at: crate::util::now_rfc3339(),
             agent_spec: plan.agent_spec.to_string(),
             agent_dir: plan.agent_dir,
+            sandbox: Some(plan.sandbox),
             budget_usd: None,
             min_coverage: None,
             fail_under: None,
@@ -446,6 +454,7 @@ mod tests {
             started_at: String::new(),
             agent_spec: String::new(),
             agent_dir: None,
+            sandbox: None,
             budget_usd: None,
             min_coverage: None,
             fail_under: None,

@@ -24,12 +24,15 @@ use crate::model::Profile;
 use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
 use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
+use crate::sandbox::{Sandbox, SandboxChoice};
 
 /// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
     #[error(transparent)]
     Dotenv(#[from] crate::environment::DotenvError),
     #[error(transparent)]
@@ -66,6 +69,8 @@ pub struct Settings {
     agent_dir: Option<PathBuf>,
     /// `--context-mode`, else `HCBENCH_CONTEXT_MODE`, with where it came from.
     context_mode: Option<(String, &'static str)>,
+    /// `--sandbox`, else `HCBENCH_SANDBOX`, with where it came from; None: bubblewrap.
+    sandbox: Option<(String, &'static str)>,
 }
 
 /// The benchmark and the ids of the selected cases, in benchmark order.
@@ -84,6 +89,7 @@ pub struct RunSettings {
     pub format: Format,
     /// `--split train`: the run's results feed the gate's promotion step.
     pub records_train_results: bool,
+    pub sandbox: Sandbox,
     /// `--min-coverage` and `--fail-under`, recorded in the manifest.
     pub thresholds: Thresholds,
 }
@@ -95,6 +101,7 @@ pub struct MatrixSettings {
     pub start: MatrixStart,
     /// Results history the run appends to; None with `--no-history`.
     pub history: Option<PathBuf>,
+    pub sandbox: Sandbox,
 }
 
 /// A matrix either starts a new run or finishes an interrupted one.
@@ -139,6 +146,7 @@ pub struct ValidateSettings {
     pub run_id: String,
     pub run_dir: PathBuf,
     pub format: Format,
+    pub sandbox: Sandbox,
 }
 
 impl Settings {
@@ -150,7 +158,12 @@ impl Settings {
             .clone()
             .map(|m| (m, "--context-mode"))
             .combine(env.get("HCBENCH_CONTEXT_MODE").map(|m| (m.to_string(), "HCBENCH_CONTEXT_MODE")));
-        Settings { root: cli.root.clone(), env, agent_dir, context_mode }
+        let sandbox = cli
+            .sandbox
+            .clone()
+            .map(|m| (m, "--sandbox"))
+            .combine(env.get("HCBENCH_SANDBOX").map(|m| (m.to_string(), "HCBENCH_SANDBOX")));
+        Settings { root: cli.root.clone(), env, agent_dir, context_mode, sandbox }
     }
 
     /// Whether `--agent`/`HCBENCH_AGENT` was given (the gate refuses it: its candidate is
@@ -172,6 +185,18 @@ impl Settings {
                 ))
             })?),
         }))
+    }
+
+    /// The sandbox cells run in: `--sandbox`, else `HCBENCH_SANDBOX`, else bubblewrap, which
+    /// is probed here so a machine that cannot run it fails before any cell starts.
+    pub fn sandbox(&self) -> Result<Sandbox, SettingsError> {
+        let choice = match &self.sandbox {
+            None => SandboxChoice::Bubblewrap,
+            Some((name, source)) => SandboxChoice::parse(name).ok_or_else(|| {
+                SettingsError::Invalid(format!("{source}: `{name}` is not a sandbox; use bubblewrap or none"))
+            })?,
+        };
+        Ok(Sandbox::resolve(choice)?)
     }
 
     /// Whether `--context-mode`/`HCBENCH_CONTEXT_MODE` was given (the gate refuses it: it
@@ -281,6 +306,7 @@ impl Settings {
             run_id,
             format: args.format,
             records_train_results: args.selection.split.as_deref() == Some("train"),
+            sandbox: self.sandbox()?,
             thresholds: thresholds(&args.thresholds)?,
         })
     }
@@ -320,7 +346,8 @@ impl Settings {
             }
         };
         let history = (!args.control.no_history).then(|| self.history_dir(args.control.history.as_deref()));
-        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history })
+        let sandbox = self.sandbox()?;
+        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history, sandbox })
     }
 
     /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every
@@ -375,6 +402,7 @@ impl Settings {
             run_dir: self.run_dir(args.out.as_deref(), "validate", &run_id),
             run_id,
             format: args.format,
+            sandbox: self.sandbox()?,
         })
     }
 }
@@ -450,7 +478,7 @@ mod tests {
 
     fn settings(root: &Path, vars: &[(&str, &str)]) -> Settings {
         let env = Environment::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())), root).unwrap();
-        Settings { root: root.to_path_buf(), env, agent_dir: None, context_mode: None }
+        Settings { root: root.to_path_buf(), env, agent_dir: None, context_mode: None, sandbox: None }
     }
 
     #[test]

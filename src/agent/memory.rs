@@ -750,7 +750,7 @@ class Formatter:
         case: &Case,
         root: &std::path::Path,
     ) -> Vec<MemoryChange> {
-        let out = tools::execute(&call, case, root).await;
+        let out = tools::execute(&call, case, root, &crate::sandbox::Sandbox::None).await;
         mem.observe(n, &call, &out)
     }
 
@@ -1125,7 +1125,7 @@ tests/test_pager.py ...                                                  [100%]
         ];
         let mut outputs = Vec::new();
         for call in &calls {
-            outputs.push(tools::execute(call, &case, &root).await);
+            outputs.push(tools::execute(call, &case, &root, &crate::sandbox::Sandbox::None).await);
         }
         let replay = || {
             let mut mem = WorkingMemory::new(TASK);

@@ -27,6 +27,7 @@ use crate::action::{Call, Tool};
 use crate::bench::Case;
 use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
+use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, EventBody, Outcome};
 use compaction::Compactor;
@@ -55,6 +56,8 @@ pub struct CellPlan {
     pub ablation: String,
     /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, artifacts/ and workspace/.
     pub cell_dir: PathBuf,
+    /// Where the cell's commands run.
+    pub sandbox: Sandbox,
 }
 
 /// Writes events to the trace and folds them into the live summary, in that order.
@@ -93,6 +96,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         agent_spec: plan.spec.digest.clone(),
         ablation: plan.ablation.clone(),
         hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
+        sandbox: Some(plan.sandbox.info()),
     })?;
 
     let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.cell_dir.join("workspace")) {
@@ -295,7 +299,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                         invalid: false,
                     })?;
                     let t0 = Instant::now();
-                    let out = tools::execute(&call, case, &ws).await;
+                    let out = tools::execute(&call, case, &ws, &plan.sandbox).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
                     let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
                     for m in &out.modified {
@@ -342,7 +346,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, &ws, &trace_path).await;
+        let tests = score::run_tests(case, &ws, &trace_path, &plan.sandbox).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
@@ -368,7 +372,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let verifier = score::run_verifier(case, &ws, &trace_path, &facts).await;
+        let verifier = score::run_verifier(case, &ws, &trace_path, &facts, &plan.sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
             duration_ms: verifier.duration_ms,

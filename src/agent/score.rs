@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::paths::normalize;
 use crate::bench::Case;
 use crate::process::{self, CommandOutcome, CommandSpec};
+use crate::sandbox::{Mount, Sandbox};
 use crate::trace::event::{Check, Outcome};
 
 /// What the agent did, as far as the verifier's trace assertions need it.
@@ -36,18 +37,19 @@ pub struct VerifierRun {
     pub error: Option<String>,
 }
 
-pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path) -> TestRun {
-    let spec = CommandSpec {
-        argv: case.expand(&case.test_command, workspace, Some(trace)),
-        cwd: workspace.to_path_buf(),
-        timeout: case.timeout,
-        env: Vec::new(),
-        output_limit: process::DEFAULT_OUTPUT_LIMIT,
-    };
+pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path, sandbox: &Sandbox) -> TestRun {
+    let argv = case.expand(&case.test_command, workspace, Some(trace));
+    let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv, workspace, case.timeout, sandbox) };
     TestRun { result: process::run(&spec).await.map_err(|e| format!("cannot start `{}`: {e}", spec.argv[0])) }
 }
 
-pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &TraceFacts) -> VerifierRun {
+pub async fn run_verifier(
+    case: &Case,
+    workspace: &Path,
+    trace: &Path,
+    facts: &TraceFacts,
+    sandbox: &Sandbox,
+) -> VerifierRun {
     let v = &case.verifier;
     let mut checks = Vec::new();
     let mut metrics = BTreeMap::new();
@@ -84,12 +86,17 @@ pub async fn run_verifier(case: &Case, workspace: &Path, trace: &Path, facts: &T
         metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
+        // The verifier may read the benchmark's verifier folder and the cell's trace, and
+        // reads the workspace without changing it; the oracle, the cases and the project stay
+        // out of its sight like out of the agent's.
+        let argv = case.expand(cmd, workspace, Some(trace));
         let spec = CommandSpec {
-            argv: case.expand(cmd, workspace, Some(trace)),
-            cwd: workspace.to_path_buf(),
-            timeout: case.timeout,
             env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
             output_limit: 64 * 1024,
+            workspace: Mount::read_only(workspace),
+            mounts: vec![Mount::read_only(case.benchmark_dir().join("verifiers")), Mount::read_only(trace)],
+            limits: case.limits,
+            ..CommandSpec::new(argv, workspace, case.timeout, sandbox)
         };
         match process::run(&spec).await {
             Ok(out) => {

@@ -20,6 +20,7 @@ use super::repomap::{RepoIndex, RepoMapView};
 use crate::action::Call;
 use crate::bench::Case;
 use crate::process::{self, CommandSpec};
+use crate::sandbox::Sandbox;
 
 /// What a tool produced.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +50,7 @@ const MAX_ENTRIES: usize = 2000;
 pub const REPO_MAP_TOOL_BUDGET: usize = 1500;
 
 /// Runs an allowed `call` in the workspace at `root` (canonical).
-pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
+pub async fn execute(call: &Call, case: &Case, root: &Path, sandbox: &Sandbox) -> ToolOutput {
     match call {
         Call::ListFiles { path, max_depth } => list_files(root, path, *max_depth),
         Call::ReadFile { path, start_line, end_line } => read_file(root, path, *start_line, *end_line),
@@ -57,8 +58,8 @@ pub async fn execute(call: &Call, case: &Case, root: &Path) -> ToolOutput {
         Call::RepoMap { path, query } => repo_map(root, path, query.as_deref().unwrap_or(&case.prompt)),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
-        Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true).await,
-        Call::RunCommand { argv } => run_argv(case, root, argv, false).await,
+        Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true, sandbox).await,
+        Call::RunCommand { argv } => run_argv(case, root, argv, false, sandbox).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
     }
 }
@@ -283,14 +284,8 @@ pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
     DURATION.replace_all(text, "$1 <time>")
 }
 
-async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool) -> ToolOutput {
-    let spec = CommandSpec {
-        argv: argv.to_vec(),
-        cwd: root.to_path_buf(),
-        timeout: case.timeout,
-        env: Vec::new(),
-        output_limit: process::DEFAULT_OUTPUT_LIMIT,
-    };
+async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool, sandbox: &Sandbox) -> ToolOutput {
+    let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv.to_vec(), root, case.timeout, sandbox) };
     match process::run(&spec).await {
         Ok(out) => {
             let text = mask_durations(&out.combined()).into_owned();

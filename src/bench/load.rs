@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Benchmark, Case, Category, DEFAULT_PROGRAMS, Split, VerifierSpec};
+use super::{Benchmark, Case, Category, DEFAULT_CELL_TIMEOUT_S, DEFAULT_PROGRAMS, Split, VerifierSpec};
 use crate::action::{Action, Tool};
+use crate::sandbox::Limits;
 use crate::util::natural_cmp;
 
 /// One thing wrong with a benchmark, phrased so the user knows what to change.
@@ -77,6 +78,8 @@ struct RawDefaults {
     allowed_programs: Option<Vec<String>>,
     step_budget: Option<u32>,
     timeout_s: Option<f64>,
+    cell_timeout_s: Option<f64>,
+    limits: Option<Limits>,
     test_command: Option<Vec<String>>,
 }
 
@@ -92,6 +95,8 @@ struct RawCase {
     allowed_programs: Option<Vec<String>>,
     step_budget: Option<u32>,
     timeout_s: Option<f64>,
+    cell_timeout_s: Option<f64>,
+    limits: Option<Limits>,
     test_command: Option<Vec<String>>,
     #[serde(default)]
     verifier: RawVerifier,
@@ -336,6 +341,19 @@ fn validate_case(
     if !(timeout_s > 0.0 && timeout_s.is_finite()) {
         problem("timeout_s", format!("{timeout_s} must be a positive number of seconds"));
     }
+    let cell_timeout_s = raw.cell_timeout_s.or(defaults.cell_timeout_s).unwrap_or(DEFAULT_CELL_TIMEOUT_S);
+    if !(cell_timeout_s > 0.0 && cell_timeout_s.is_finite()) {
+        problem("cell_timeout_s", format!("{cell_timeout_s} must be a positive number of seconds"));
+    }
+    let limits = raw.limits.or(defaults.limits).unwrap_or_default();
+    if limits.memory_mb == 0
+        || limits.processes == 0
+        || limits.file_size_mb == 0
+        || limits.cpu_s == 0
+        || limits.open_files == 0
+    {
+        problem("limits", format!("{limits:?}: every limit must be at least 1; leave a limit out for its default"));
+    }
     let test_command = raw.test_command.or_else(|| defaults.test_command.clone()).unwrap_or_default();
     if test_command.is_empty() || test_command[0].is_empty() {
         problem("test_command", "is missing; give an argv list, e.g. [\"python3\", \"-m\", \"unittest\"]".into());
@@ -414,6 +432,8 @@ fn validate_case(
         allowed_programs,
         step_budget,
         timeout: Duration::from_secs_f64(timeout_s),
+        cell_timeout: Duration::from_secs_f64(cell_timeout_s),
+        limits,
         test_command,
         verifier: VerifierSpec {
             command: v.command,

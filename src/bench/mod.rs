@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::action::{Action, Tool};
+use crate::sandbox::Limits;
 
 pub use load::{LoadError, Problem, load_benchmark};
 
@@ -154,6 +155,11 @@ pub struct Case {
     pub step_budget: u32,
     /// Limit for each child process (tests, verifier, run_command).
     pub timeout: Duration,
+    /// Wall-clock limit of the whole cell (`cell_timeout_s`): past it the cell ends as
+    /// `timeout`, whatever it is waiting on.
+    pub cell_timeout: Duration,
+    /// Resource limits of each child process (`limits:`).
+    pub limits: Limits,
     pub test_command: Vec<String>,
     pub verifier: VerifierSpec,
     /// The oracle's known-good actions, in order.
@@ -166,9 +172,13 @@ impl Case {
     /// Substitutes the placeholders a case file may use in `test_command` and
     /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
     /// when given, `{trace}`.
+    /// The benchmark folder the case file lives in (`benchmarks/<name>`).
+    pub fn benchmark_dir(&self) -> PathBuf {
+        self.file.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
+    }
+
     pub fn expand(&self, argv: &[String], workspace: &Path, trace: Option<&Path>) -> Vec<String> {
-        let bench_dir =
-            self.file.parent().and_then(Path::parent).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let bench_dir = self.benchmark_dir().to_string_lossy().into_owned();
         argv.iter()
             .map(|a| {
                 let mut a =
@@ -198,6 +208,8 @@ impl Case {
             allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
             step_budget: 5,
             timeout: Duration::from_secs(5),
+            cell_timeout: Duration::from_secs(60),
+            limits: Limits::default(),
             test_command: vec!["true".into()],
             verifier: VerifierSpec::default(),
             oracle: vec![],
@@ -222,5 +234,9 @@ pub struct VerifierSpec {
 }
 
 /// Programs `run_command` may start when a case does not say otherwise.
+/// Wall-clock limit of a cell when its case and benchmark name none: room for a slow model to
+/// use a 30-step budget, and a bound on a cell that hangs.
+pub const DEFAULT_CELL_TIMEOUT_S: f64 = 1800.0;
+
 pub const DEFAULT_PROGRAMS: &[&str] =
     &["python3", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "sort", "uniq", "echo", "pwd", "true"];

@@ -34,6 +34,7 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
                 jobs: s.jobs,
                 agent_spec: &spec.digest,
                 agent_dir: spec.dir.clone(),
+                sandbox: s.sandbox.info(),
             };
             let mut manifest = Manifest::new(plan, &s.root, &selected.benchmark, &selected.case_ids);
             manifest.budget_usd = budget_usd;
@@ -78,7 +79,7 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
         v
     };
     let cells: Vec<_> =
-        engine::plan_variants(&m.run_id, run.path(), &bench, &m.case_ids(), &profiles, &variants, m.epochs)
+        engine::plan_variants(&m.run_id, run.path(), &bench, &m.case_ids(), &profiles, &variants, m.epochs, &s.sandbox)
             .into_iter()
             .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
             .collect();

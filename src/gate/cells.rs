@@ -22,6 +22,7 @@ use crate::interrupt::Session;
 use crate::model::Profile;
 use crate::replay::CellSummary;
 use crate::rundir::{Manifest, Plan, RunDir};
+use crate::sandbox::Sandbox;
 
 /// One side of a Step 2 comparison: its profile and spec, with its own run id so its summaries
 /// can be told apart when both arms run in one batch.
@@ -47,16 +48,23 @@ pub(crate) struct Runner {
     root: PathBuf,
     run_id: String,
     jobs: usize,
+    sandbox: Sandbox,
     live: Arc<dyn LiveSink>,
 }
 
 impl Runner {
     /// Starts the session; the first Ctrl-C is reported to `live`.
-    pub(crate) fn start(root: &Path, run_id: &str, jobs: usize, live: Arc<dyn LiveSink>) -> Result<Runner, GateError> {
+    pub(crate) fn start(
+        root: &Path,
+        run_id: &str,
+        jobs: usize,
+        sandbox: Sandbox,
+        live: Arc<dyn LiveSink>,
+    ) -> Result<Runner, GateError> {
         let notify = live.clone();
         let session = Session::start(move || notify.live(LiveEvent::Interrupted))
             .map_err(|source| GateError::Io { context: "cannot start the async runtime".into(), source })?;
-        Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, live })
+        Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, sandbox, live })
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -95,9 +103,19 @@ impl Runner {
             jobs: self.jobs,
             agent_spec: &spec.digest,
             agent_dir: spec.dir.clone(),
+            sandbox: self.sandbox.info(),
         };
         let run = RunDir::create(run_dir, Manifest::new(plan, &self.root, bench, case_ids))?;
-        let cells = engine::plan(run_id, run.path(), bench, case_ids, std::slice::from_ref(profile), epochs, spec);
+        let cells = engine::plan(
+            run_id,
+            run.path(),
+            bench,
+            case_ids,
+            std::slice::from_ref(profile),
+            epochs,
+            spec,
+            &self.sandbox,
+        );
         let progress = Arc::new(TrainProgress(self.live.clone()));
         let done = self.session.execute_run(&run, cells, self.jobs, progress, None)?;
         Ok((!done.cancelled).then_some(done.summaries))
@@ -118,7 +136,10 @@ impl Runner {
             std::fs::create_dir_all(arm.dir.join("cells"))
                 .map_err(|source| GateError::Io { context: format!("cannot create {}", arm.dir.display()), source })?;
             let profiles = std::slice::from_ref(&arm.profile);
-            per_arm.push(engine::plan(&arm.run_id, &arm.dir, bench, case_ids, profiles, epochs, &arm.spec).into_iter());
+            per_arm.push(
+                engine::plan(&arm.run_id, &arm.dir, bench, case_ids, profiles, epochs, &arm.spec, &self.sandbox)
+                    .into_iter(),
+            );
         }
         let cells = interleave(per_arm);
         let progress = Arc::new(TestProgress(self.live.clone()));

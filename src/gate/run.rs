@@ -57,6 +57,8 @@ pub(crate) struct GateSettings {
     /// the oracle, so left out of Steps 1 and 3. Step 2 keeps them: its score must stay
     /// comparable with the best recorded in results.tsv.
     pub quarantine: BTreeSet<String>,
+    /// Where every cell's commands run.
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 /// Runs the gate: Steps 0 to 3, then the verdict. Returns the outcome (also the sink's last
@@ -232,7 +234,13 @@ impl Gate<'_> {
         }
         let rows = self.files.read_results()?;
         let train_results = self.files.read_train_results()?;
-        let runner = Runner::start(&self.settings.root, &self.run_id, self.settings.jobs, self.sink.live())?;
+        let runner = Runner::start(
+            &self.settings.root,
+            &self.run_id,
+            self.settings.jobs,
+            self.settings.sandbox.clone(),
+            self.sink.live(),
+        )?;
         let gate_dir = self.files.workspace().join("gate").join(&self.run_id);
 
         let quarantined: Vec<String> = self.settings.quarantine.iter().cloned().collect();

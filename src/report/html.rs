@@ -709,6 +709,7 @@ mod tests {
             started_at: "2026-01-01T00:00:00Z".into(),
             agent_spec: String::new(),
             agent_dir: None,
+            sandbox: None,
             budget_usd: None,
             min_coverage: None,
             fail_under: None,

@@ -214,6 +214,10 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         ablation: String,
         hcbench_version: String,
+        /// The sandbox the cell's commands ran in; absent in traces written before it was
+        /// recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<crate::sandbox::SandboxInfo>,
     },
     ContextPacked {
         step: u32,

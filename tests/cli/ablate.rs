@@ -116,6 +116,7 @@ fn write_ablate_run(run_dir: &Path) {
         schema_version: MANIFEST_SCHEMA_VERSION,
         run_id: "abl-snap".into(),
         hcbench_version: "test".into(),
+        sandbox: None,
         git_commit: None,
         git_dirty: None,
         benchmark_digest: None,
@@ -161,6 +162,7 @@ fn write_ablate_run(run_dir: &Path) {
                 agent_spec: String::new(),
                 ablation: a.into(),
                 hcbench_version: "test".into(),
+                sandbox: None,
             });
             let context_case = i % 2 == 0;
             let never_reads = a == "no_repomap" && (i == 0 || i == 4);

@@ -27,14 +27,15 @@ fn report_json(run_dir: &Path) -> Value {
 
 #[test]
 fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
-    // hcbench itself needs nothing from PATH; the cases' test command (python3) does.
+    // hcbench itself needs nothing from PATH; the cases' test command (python3) does. Without
+    // a sandbox, commands search hcbench's PATH (a sandbox has its own, of the system's dirs).
     let s = two_cases();
     let empty = tempfile::tempdir().unwrap();
     let run_dir = s.path().join("m");
     let out = Test::new()
         .root(s.path())
         .env("PATH", &empty.path().to_string_lossy())
-        .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
+        .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
         .arg_path(&run_dir)
         .run()
         .code(COVERAGE);
@@ -66,7 +67,7 @@ fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
     Test::new()
         .root(s.path())
         .env("PATH", &empty.path().to_string_lossy())
-        .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
+        .args(&["run", "--sandbox", "none", "--benchmark", "demo", "--format", "json", "--out"])
         .arg_path(&s.path().join("r"))
         .run()
         .code(COVERAGE)
@@ -77,7 +78,7 @@ fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
     Test::new()
         .root(s.path())
         .env("PATH", &empty.path().to_string_lossy())
-        .args(&["matrix", "--benchmark", "demo", "--min-coverage", "0", "--out"])
+        .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--min-coverage", "0", "--out"])
         .arg_path(&s.path().join("m0"))
         .run()
         .code(CONTROL_ARM);

@@ -97,10 +97,11 @@ fn a_do_nothing_agent_fails_every_case() {
 
 #[test]
 fn secrets_in_hcbench_environment_never_reach_a_cases_commands() {
-    // The harness gives every hcbench it starts HCBENCH_TEST_API_KEY (see `Test::run`); the
-    // case's test command passes only when it sees the plain variable but not the key.
+    // The harness gives every hcbench it starts HCBENCH_TEST_API_KEY (see `Test::run`). A
+    // command's environment is an allowlist: neither the key nor a plain variable of hcbench's
+    // reaches it, and the determinism settings do; with and without a sandbox.
     let s = Scratch::new();
-    let probe = "import os, sys; sys.exit(0 if os.environ.get('HCBENCH_TEST_PLAIN') == 'visible' and 'HCBENCH_TEST_API_KEY' not in os.environ else 1)";
+    let probe = "import os, sys; sys.exit(0 if 'HCBENCH_TEST_PLAIN' not in os.environ and 'HCBENCH_TEST_API_KEY' not in os.environ and os.environ['TZ'] == 'UTC' else 1)";
     s.case(
         "env",
         &format!(
@@ -108,14 +109,16 @@ fn secrets_in_hcbench_environment_never_reach_a_cases_commands() {
         ),
         "actions:\n  - tool: finish\n",
     );
-    let out = Test::new()
-        .root(s.path())
-        .env("HCBENCH_TEST_PLAIN", "visible")
-        .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
-        .arg_path(&s.path().join("run"))
-        .run()
-        .code(0);
-    assert_eq!(by_cell(&out.json())["env__oracle"]["tests_passed"], true);
+    for sandbox in ["bubblewrap", "none"] {
+        let out = Test::new()
+            .root(s.path())
+            .env("HCBENCH_TEST_PLAIN", "visible")
+            .args(&["run", "--sandbox", sandbox, "--benchmark", "demo", "--format", "json", "--out"])
+            .arg_path(&s.path().join(format!("run-{sandbox}")))
+            .run()
+            .code(0);
+        assert_eq!(by_cell(&out.json())["env__oracle"]["tests_passed"], true, "--sandbox {sandbox}");
+    }
 }
 
 /// A throwaway project root with one benchmark built from `cases` (id, case YAML, oracle YAML).

@@ -1,0 +1,378 @@
+//! The sandbox every child process of a cell runs in: tests, verifiers and `run_command`.
+//!
+//! The policy in front of the tools is a list of denials, and a list of denials always misses
+//! something. The sandbox is what makes the miss harmless: with bubblewrap (Linux namespaces,
+//! the mechanism Flatpak and several local coding agents use) a command gets
+//!
+//! - no network: its own network namespace, with only a loopback nobody else is on;
+//! - a file system where the cell's workspace is the only writable place, beside a private,
+//!   empty `/tmp`; the system's programs and libraries are bound read-only; the project
+//!   repository, the benchmark folder, other cells and the user's home are simply not there;
+//! - its own pid namespace and `/proc`, so no other process's environment or memory can be
+//!   read, and every process it starts (daemons, double forks) dies with it: when the
+//!   namespace's first process ends, the kernel kills the rest;
+//! - an environment built from an allowlist ([`child_env`]), never a copy of hcbench's;
+//! - resource limits ([`Limits`]) set before it starts.
+//!
+//! Binds keep host paths (the workspace is at the same absolute path inside as outside), so a
+//! command line, a traceback or a `{workspace}` placeholder means the same thing with and
+//! without the sandbox. `--sandbox none` is an explicit opt-out: commands then run directly,
+//! with the same environment allowlist and limits but no isolation, and every report says so.
+//!
+//! A sandbox is resolved once per hcbench command ([`Sandbox::resolve`]): bubblewrap is found
+//! and probed by running one trivial command in it, so a machine where it cannot work (no
+//! package, user namespaces disabled) fails before any cell starts, with the fix in the error.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Which sandbox to use, as the user names it (`--sandbox`, `HCBENCH_SANDBOX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxChoice {
+    /// Linux namespaces through bubblewrap (`bwrap`); the default.
+    #[default]
+    Bubblewrap,
+    /// No isolation: commands run directly on the host. Recorded in every report.
+    None,
+}
+
+impl SandboxChoice {
+    pub fn parse(s: &str) -> Option<SandboxChoice> {
+        match s {
+            "bubblewrap" | "bwrap" => Some(SandboxChoice::Bubblewrap),
+            "none" => Some(SandboxChoice::None),
+            _ => None,
+        }
+    }
+}
+
+/// What a run records about its isolation (manifest, `run_started`, report headers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    /// `bubblewrap` or `none`.
+    pub mechanism: String,
+    /// The mechanism's version (`bwrap --version`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl SandboxInfo {
+    pub fn none() -> SandboxInfo {
+        SandboxInfo { mechanism: "none".into(), version: None }
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.mechanism == "none"
+    }
+
+    /// `bubblewrap 0.8.0` or `none`.
+    pub fn label(&self) -> String {
+        match &self.version {
+            Some(v) => format!("{} {v}", self.mechanism),
+            None => self.mechanism.clone(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "bubblewrap (`bwrap`) is not installed, and hcbench runs every command of a cell in it; \
+         install the Debian package `bubblewrap` (apt-get install bubblewrap), or pass `--sandbox none` \
+         (HCBENCH_SANDBOX=none) to run cells without isolation"
+    )]
+    Missing,
+    #[error(
+        "bubblewrap ({program}) cannot create a sandbox here: {detail}; it needs unprivileged user \
+         namespaces (sysctl kernel.unprivileged_userns_clone=1) or root; fix that, or pass `--sandbox none` \
+         (HCBENCH_SANDBOX=none) to run cells without isolation"
+    )]
+    Broken { program: PathBuf, detail: String },
+}
+
+/// The sandbox commands run in. Cheap to clone.
+#[derive(Debug, Clone)]
+pub enum Sandbox {
+    Bubblewrap(Arc<Bubblewrap>),
+    None,
+}
+
+/// A working bubblewrap.
+#[derive(Debug)]
+pub struct Bubblewrap {
+    program: PathBuf,
+    version: String,
+    /// How the host lays out /bin, /lib, ...: bound read-only, or recreated as the same symlink.
+    system: Vec<SystemPath>,
+}
+
+#[derive(Debug)]
+enum SystemPath {
+    Dir(PathBuf),
+    Symlink { path: PathBuf, target: PathBuf },
+}
+
+/// Top-level directories of the system a command needs: programs, libraries, the loader.
+const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Files and folders of /etc that programs read to start (the loader cache, users and groups for
+/// git and Python, alternatives symlinks, Python's site config). The rest of /etc is not bound:
+/// it is none of a test's business, and some of it is sensitive.
+const ETC_ENTRIES: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/mime.types",
+];
+
+/// PATH inside the sandbox: the system's own directories, which are the ones bound.
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A path of the host made visible inside, at the same absolute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+impl Mount {
+    pub fn read_only(path: impl Into<PathBuf>) -> Mount {
+        Mount { path: path.into(), writable: false }
+    }
+    pub fn writable(path: impl Into<PathBuf>) -> Mount {
+        Mount { path: path.into(), writable: true }
+    }
+}
+
+/// Resource limits of one command (and everything it starts), set as rlimits before it runs.
+/// A case raises them with a `limits:` block (docs/benchmark-format.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Address space per process, in MiB (RLIMIT_AS).
+    pub memory_mb: u64,
+    /// Processes (RLIMIT_NPROC). The kernel does not apply it to root: see docs/security.md.
+    pub processes: u64,
+    /// Largest file a process may write, in MiB (RLIMIT_FSIZE).
+    pub file_size_mb: u64,
+    /// CPU time per process, in seconds (RLIMIT_CPU).
+    pub cpu_s: u64,
+    /// Open files per process (RLIMIT_NOFILE).
+    pub open_files: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { memory_mb: 4096, processes: 512, file_size_mb: 256, cpu_s: 600, open_files: 1024 }
+    }
+}
+
+impl Limits {
+    /// Sets these limits on the calling process. Runs in the child between fork and exec, so
+    /// it only calls setrlimit (async-signal-safe) and allocates nothing.
+    pub(crate) fn apply(&self) -> std::io::Result<()> {
+        use nix::sys::resource::{Resource, setrlimit};
+        const MIB: u64 = 1 << 20;
+        let set = |r: Resource, v: u64| setrlimit(r, v, v).map_err(std::io::Error::from);
+        set(Resource::RLIMIT_AS, self.memory_mb.saturating_mul(MIB))?;
+        set(Resource::RLIMIT_NPROC, self.processes)?;
+        set(Resource::RLIMIT_FSIZE, self.file_size_mb.saturating_mul(MIB))?;
+        set(Resource::RLIMIT_CPU, self.cpu_s)?;
+        set(Resource::RLIMIT_NOFILE, self.open_files)?;
+        Ok(())
+    }
+}
+
+/// The environment of a child, from an allowlist: a search path, a private home, a UTF-8
+/// locale, the determinism settings, then `extra` (what hcbench or the case declares). Nothing
+/// of hcbench's own environment passes except PATH, and only without a sandbox, where the
+/// host's programs are what the command runs.
+pub fn child_env(sandbox: &Sandbox, extra: &[(String, String)]) -> Vec<(String, String)> {
+    let path = match sandbox {
+        Sandbox::Bubblewrap(_) => SANDBOX_PATH.to_string(),
+        Sandbox::None => std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.to_string()),
+    };
+    let tmp = match sandbox {
+        // The sandbox's /tmp is private and empty.
+        Sandbox::Bubblewrap(_) => "/tmp".to_string(),
+        Sandbox::None => std::env::temp_dir().to_string_lossy().into_owned(),
+    };
+    let mut env: Vec<(String, String)> = [
+        ("PATH", path.as_str()),
+        ("HOME", tmp.as_str()),
+        ("TMPDIR", tmp.as_str()),
+        ("LANG", "C.UTF-8"),
+        ("LC_ALL", "C.UTF-8"),
+        ("TZ", "UTC"),
+        ("PYTHONHASHSEED", "0"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        env.retain(|(name, _)| name != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+impl Sandbox {
+    /// The sandbox for `choice`: bubblewrap is found on PATH and probed once.
+    pub fn resolve(choice: SandboxChoice) -> Result<Sandbox, SandboxError> {
+        match choice {
+            SandboxChoice::None => Ok(Sandbox::None),
+            SandboxChoice::Bubblewrap => Bubblewrap::probe().map(|b| Sandbox::Bubblewrap(Arc::new(b))),
+        }
+    }
+
+    pub fn info(&self) -> SandboxInfo {
+        match self {
+            Sandbox::Bubblewrap(b) => SandboxInfo { mechanism: "bubblewrap".into(), version: Some(b.version.clone()) },
+            Sandbox::None => SandboxInfo::none(),
+        }
+    }
+
+    /// The program and arguments that run `argv` in `cwd` inside the sandbox, with `workspace`
+    /// bound (writable or not) and `mounts` beside it. Without a sandbox, `argv` itself.
+    pub fn wrap(&self, argv: &[String], cwd: &Path, workspace: &Mount, mounts: &[Mount]) -> (OsString, Vec<OsString>) {
+        match self {
+            Sandbox::None => (argv[0].clone().into(), argv[1..].iter().map(OsString::from).collect()),
+            Sandbox::Bubblewrap(b) => (b.program.clone().into(), b.args(argv, cwd, workspace, mounts)),
+        }
+    }
+}
+
+impl Bubblewrap {
+    fn probe() -> Result<Bubblewrap, SandboxError> {
+        let program = find_program("bwrap").ok_or(SandboxError::Missing)?;
+        let broken = |detail: String| SandboxError::Broken { program: program.clone(), detail };
+        let version = std::process::Command::new(&program)
+            .arg("--version")
+            .output()
+            .map_err(|e| broken(format!("cannot run it: {e}")))?;
+        // "bubblewrap 0.8.0"
+        let version = String::from_utf8_lossy(&version.stdout).trim().rsplit(' ').next().unwrap_or("").to_string();
+        let mut b = Bubblewrap { program: program.clone(), version, system: system_paths() };
+        let tmp = std::env::temp_dir();
+        let args = b.args(&["true".to_string()], &tmp, &Mount::read_only(&tmp), &[]);
+        let out = std::process::Command::new(&program)
+            .args(&args)
+            .env_clear()
+            .envs(child_env(&Sandbox::None, &[]))
+            .output()
+            .map_err(|e| broken(format!("cannot run it: {e}")))?;
+        if !out.status.success() {
+            return Err(broken(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        if b.version.is_empty() {
+            b.version = "unknown".into();
+        }
+        Ok(b)
+    }
+
+    fn args(&self, argv: &[String], cwd: &Path, workspace: &Mount, mounts: &[Mount]) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::with_capacity(64);
+        let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+        // Every namespace (user, ipc, pid, net, uts, cgroup); the sandbox dies if hcbench does;
+        // a new session so nothing inside can push keystrokes into a terminal (TIOCSTI).
+        push(&["--unshare-all".as_ref(), "--die-with-parent".as_ref(), "--new-session".as_ref()]);
+        push(&["--hostname".as_ref(), "hcbench".as_ref()]);
+        for p in &self.system {
+            match p {
+                SystemPath::Dir(d) => push(&["--ro-bind".as_ref(), d.as_os_str(), d.as_os_str()]),
+                SystemPath::Symlink { path, target } => {
+                    push(&["--symlink".as_ref(), target.as_os_str(), path.as_os_str()])
+                }
+            }
+        }
+        for e in ETC_ENTRIES {
+            push(&["--ro-bind-try".as_ref(), e.as_ref(), e.as_ref()]);
+        }
+        push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
+        push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
+        for m in std::iter::once(workspace).chain(mounts) {
+            let how = if m.writable { "--bind" } else { "--ro-bind" };
+            push(&[how.as_ref(), m.path.as_os_str(), m.path.as_os_str()]);
+        }
+        push(&["--chdir".as_ref(), cwd.as_os_str(), "--".as_ref()]);
+        a.extend(argv.iter().map(OsString::from));
+        a
+    }
+}
+
+/// How /usr, /bin, /lib... exist on this host: a merged-/usr system has /bin -> usr/bin, which
+/// must be a symlink inside too (binding it would follow it).
+fn system_paths() -> Vec<SystemPath> {
+    SYSTEM_DIRS
+        .iter()
+        .filter_map(|d| {
+            let path = PathBuf::from(d);
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            if meta.file_type().is_symlink() {
+                Some(SystemPath::Symlink { target: std::fs::read_link(&path).ok()?, path })
+            } else if meta.is_dir() {
+                Some(SystemPath::Dir(path))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// `name` on PATH (or `name` itself when it has a slash), when it is an executable file.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return is_exe(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_exe(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_is_an_allowlist() {
+        let extra = vec![("HCBENCH_CASE".to_string(), "bugfix-1".to_string()), ("TZ".into(), "Asia/Tokyo".into())];
+        let env = child_env(&Sandbox::None, &extra);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "HOME",
+                "TMPDIR",
+                "LANG",
+                "LC_ALL",
+                "PYTHONHASHSEED",
+                "PYTHONDONTWRITEBYTECODE",
+                "GIT_CONFIG_NOSYSTEM",
+                "HCBENCH_CASE",
+                "TZ"
+            ]
+        );
+        assert_eq!(env.last().unwrap().1, "Asia/Tokyo", "what a case declares wins");
+    }
+
+    #[test]
+    fn choices_parse_by_name() {
+        assert_eq!(SandboxChoice::parse("none"), Some(SandboxChoice::None));
+        assert_eq!(SandboxChoice::parse("bubblewrap"), Some(SandboxChoice::Bubblewrap));
+        assert_eq!(SandboxChoice::parse("docker"), None);
+        assert_eq!(SandboxInfo::none().label(), "none");
+    }
+}
