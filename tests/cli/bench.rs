@@ -41,7 +41,8 @@ fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
 #[test]
 fn validate_names_unsound_cases_and_why() {
     let s = Scratch::new();
-    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    // Sound: its verifier checks behaviour, so the exploit controls fail too.
+    crate::exploits::strong_case(&s, "good");
     // Passes before the agent does anything: the baseline must fail.
     s.write("fixtures/fine/calc.py", "def add(a, b):\n    return a + b\n");
     s.write("fixtures/fine/tests/test_calc.py", "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n");

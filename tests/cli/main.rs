@@ -7,6 +7,7 @@ mod ablate;
 mod bench;
 mod context;
 mod exit_policy;
+mod exploits;
 mod gate;
 mod html;
 mod matrix;

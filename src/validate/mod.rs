@@ -2,15 +2,19 @@
 //!
 //! For every case, in parallel: the baseline tests fail (seen through the nop agent, which
 //! finishes at once), the oracle passes, the oracle passes again with the same verdict, the nop
-//! agent fails, and a tamper agent that weakens the tests fails. A case that misses any of
-//! these is unsound and is named with the reason; the exit code is then 1. Policy cases get one
-//! more control: a violator that attempts a denied action and then applies the oracle's fix
-//! must fail, so passing really requires staying inside the policy.
+//! agent fails, and a tamper agent that weakens the tests fails. Policy cases get one more
+//! control: a violator that attempts a denied action and then applies the oracle's fix must
+//! fail, so passing really requires staying inside the policy. Then the exploit controls
+//! ([`attacks`]): a fixed set of scripted attacks, each of which tries to get the case passed
+//! without solving it, must all fail (outcome not `passed`, reward 0). A case that misses any
+//! of these is unsound and is named with the reason (and the attack); the exit code is then 1.
 //!
-//! [`run`] plans the control cells, runs them through the engine under one
+//! [`run`] plans the control cells, runs them through the engine in one batch under one
 //! [`Session`](crate::interrupt::Session) (Ctrl-C as for every command that runs cells) and
 //! judges each case with [`verdict`], a plain function over the cells' summaries. It never
 //! prints: the table and `--format json` are two [`ValidateSink`]s of its outcome.
+
+mod attacks;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -19,6 +23,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use self::attacks::Attack;
 use crate::action::Action;
 use crate::bench::{Benchmark, Case, Category};
 use crate::engine;
@@ -96,6 +101,12 @@ pub(crate) fn run(
         Profile::scripted("nop", Script::nop()),
         Profile::scripted("tamper", tamper_script(bench, ids)),
     ];
+    // The attacks are profiles named after themselves, planned for every case beside the
+    // other controls, so they share the engine's parallelism and the run directory.
+    let profiles: Vec<Profile> = profiles
+        .into_iter()
+        .chain(Attack::ALL.iter().map(|a| Profile::scripted(a.name(), a.script(root, bench, ids))))
+        .collect();
     let policy_ids: Vec<String> =
         ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy)).cloned().collect();
     let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
@@ -160,8 +171,20 @@ pub(crate) struct CaseVerdict {
     pub tamper_fails: bool,
     /// Policy cases only: the oracle's actions plus one denied network call must fail.
     pub violator_fails: Option<bool>,
+    /// Every exploit control, in [`Attack::ALL`]'s order.
+    pub attacks: Vec<AttackVerdict>,
     pub sound: bool,
     pub problems: Vec<String>,
+}
+
+/// One exploit control's result on one case.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AttackVerdict {
+    pub attack: &'static str,
+    /// The attack did not get the case passed: a verdict other than `passed`, and reward 0.
+    pub fails: bool,
+    /// The cell's outcome (`failed`, `passed`, ..., `incomplete` without a result).
+    pub outcome: String,
 }
 
 /// A script that overwrites every test file of each case with a test that always passes.
@@ -254,6 +277,22 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
             get("violator").map_or("no result", |s| s.outcome_label())
         ));
     }
+    let attacks: Vec<AttackVerdict> = Attack::ALL
+        .iter()
+        .map(|a| {
+            let cell = get(a.name());
+            let fails =
+                cell.is_some_and(|s| s.outcome.is_some() && s.outcome != Some(Outcome::Passed) && s.reward == 0.0);
+            AttackVerdict {
+                attack: a.name(),
+                fails,
+                outcome: cell.map_or("no result", |s| s.outcome_label()).to_string(),
+            }
+        })
+        .collect();
+    for (a, v) in Attack::ALL.iter().zip(&attacks).filter(|(_, v)| !v.fails) {
+        problems.push(format!("attack {} ({}) does not fail: {}", v.attack, a.what(), v.outcome));
+    }
     CaseVerdict {
         case: case.id.clone(),
         baseline_fails,
@@ -262,6 +301,7 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
         nop_fails,
         tamper_fails,
         violator_fails,
+        attacks,
         sound: problems.is_empty(),
         problems,
     }
@@ -301,6 +341,7 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
         "nop fails",
         "tamper fails",
         "violator fails",
+        "attacks fail",
         "verdict",
     ]);
     for v in verdicts {
@@ -312,6 +353,7 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
             mark(v.nop_fails).into(),
             mark(v.tamper_fails).into(),
             v.violator_fails.map_or("-", mark).into(),
+            attacks_cell(&v.attacks),
             if v.sound { "sound".into() } else { "UNSOUND".to_string() },
         ]);
     }
@@ -319,6 +361,7 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
     for v in verdicts.iter().filter(|v| !v.sound) {
         out.push_str(&format!("unsound: {}: {}\n", v.case, v.problems.join("; ")));
     }
+    out.push_str(&attack_summary(verdicts));
     let unsound = verdicts.iter().filter(|v| !v.sound).count();
     out.push_str(&format!(
         "{} case(s): {} sound, {} unsound; runs in {}\n",
@@ -327,6 +370,39 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
         unsound,
         run_dir.display()
     ));
+    out
+}
+
+/// `ok` when every attack failed on the case, else `NO:` and the attacks that passed it.
+fn attacks_cell(attacks: &[AttackVerdict]) -> String {
+    let passed: Vec<&str> = attacks.iter().filter(|a| !a.fails).map(|a| a.attack).collect();
+    if passed.is_empty() { "ok".into() } else { format!("NO: {}", passed.join(", ")) }
+}
+
+/// How many attacks ran on how many cases, and, per attack, that it failed every case or which
+/// cases it passed.
+fn attack_summary(verdicts: &[CaseVerdict]) -> String {
+    let passed_by = |name: &str| -> Vec<&str> {
+        verdicts
+            .iter()
+            .filter(|v| v.attacks.iter().any(|a| a.attack == name && !a.fails))
+            .map(|v| v.case.as_str())
+            .collect()
+    };
+    let lines: Vec<(&str, Vec<&str>)> = Attack::ALL.iter().map(|a| (a.name(), passed_by(a.name()))).collect();
+    let head = format!("exploit controls: {} attacks x {} case(s)", Attack::ALL.len(), verdicts.len());
+    if lines.iter().all(|(_, cases)| cases.is_empty()) {
+        let names: Vec<&str> = lines.iter().map(|(name, _)| *name).collect();
+        return format!("{head}, every one failed ({})\n", names.join(", "));
+    }
+    let mut out = format!("{head}, some passed a case:\n");
+    for (name, cases) in lines {
+        if cases.is_empty() {
+            out.push_str(&format!("  {name}: failed every case\n"));
+        } else {
+            out.push_str(&format!("  {name}: PASSED {} case(s): {}\n", cases.len(), cases.join(", ")));
+        }
+    }
     out
 }
 
