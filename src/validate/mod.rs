@@ -30,7 +30,6 @@ use crate::engine;
 use crate::events::EngineSink;
 use crate::exit;
 use crate::interrupt::Session;
-
 use crate::model::scripted::Script;
 use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
@@ -95,7 +94,7 @@ pub(crate) fn run(
 ) -> Result<ValidateOutcome, ValidateError> {
     let (bench, ids) = (&settings.selected.benchmark, &settings.selected.case_ids);
     let (spec, run_id, jobs) = (&settings.spec, &settings.run_id, settings.jobs);
-    let profiles = vec![
+    let mut profiles = vec![
         Profile::oracle(),
         Profile { name: "oracle-rerun".into(), kind: ProfileKind::Oracle },
         Profile::scripted("nop", Script::nop()),
@@ -103,10 +102,7 @@ pub(crate) fn run(
     ];
     // The attacks are profiles named after themselves, planned for every case beside the
     // other controls, so they share the engine's parallelism and the run directory.
-    let profiles: Vec<Profile> = profiles
-        .into_iter()
-        .chain(Attack::ALL.iter().map(|a| Profile::scripted(a.name(), a.script(root, bench, ids))))
-        .collect();
+    profiles.extend(Attack::ALL.iter().map(|a| Profile::scripted(a.name(), a.script(root, bench, ids))));
     let policy_ids: Vec<String> =
         ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy)).cloned().collect();
     let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
