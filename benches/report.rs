@@ -40,6 +40,7 @@ fn main() {
         started_at: "2026-11-21T00:00:00Z".into(),
         agent_spec: String::new(),
         agent_dir: None,
+        sandbox: None,
         budget_usd: None,
         min_coverage: None,
         fail_under: None,
@@ -68,6 +69,7 @@ fn main() {
                 agent_spec: String::new(),
                 ablation: String::new(),
                 hcbench_version: "bench".into(),
+                sandbox: None,
             })
             .unwrap();
             for step in 1..=6 {

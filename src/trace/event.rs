@@ -217,7 +217,7 @@ pub enum EventBody {
         /// The sandbox the cell's commands ran in; absent in traces written before it was
         /// recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        sandbox: Option<crate::sandbox::SandboxInfo>,
+        sandbox: Option<Box<crate::sandbox::SandboxInfo>>,
     },
     ContextPacked {
         step: u32,
