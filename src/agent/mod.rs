@@ -333,7 +333,7 @@ async fn work(
                         invalid: false,
                     })?;
                     let t0 = Instant::now();
-                    let out = tools::execute(&call, case, &ws, &plan.sandbox).await;
+                    let out = run_tool(plan, &call, &ws).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
                     let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
                     for m in &out.modified {
@@ -422,6 +422,22 @@ async fn work(
         reason,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Runs an allowed call. The file tools are synchronous and run on the blocking pool: should one
+/// ever block (a file system that hangs), only that thread waits, and the cell's wall-clock
+/// limit and Ctrl-C still end the cell, which awaits the thread, not the call. Commands stay
+/// on the cell's own future, so dropping it kills their process groups.
+async fn run_tool(plan: &CellPlan, call: &Call, ws: &Path) -> ToolOutput {
+    if matches!(call.tool(), Tool::RunTests | Tool::RunCommand) {
+        return tools::execute(call, &plan.case, ws, &plan.sandbox).await;
+    }
+    let (call, case, ws, sandbox) = (call.clone(), plan.case.clone(), ws.to_path_buf(), plan.sandbox.clone());
+    let runtime = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || runtime.block_on(tools::execute(&call, &case, &ws, &sandbox))).await {
+        Ok(out) => out,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 fn finish(rec: Recorder) -> CellSummary {
