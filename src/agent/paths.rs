@@ -148,9 +148,21 @@ fn check_spelling(rel: &str) -> Result<&str, PathError> {
     Ok(rel)
 }
 
-fn open_root(root: &Path) -> Result<OwnedFd, PathError> {
-    rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| PathError::Io { path: ".".into(), source: e.into() })
+/// The workspace root, opened: every resolution starts from this descriptor, and `real` is
+/// the root's path as the kernel names it (so the callers' `root` need not be canonical).
+struct Root {
+    fd: OwnedFd,
+    real: PathBuf,
+}
+
+fn open_root(root: &Path) -> Result<Root, PathError> {
+    let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| PathError::Io { path: ".".into(), source: e.into() })?;
+    let real = std::fs::read_link(proc_fd(&fd)).map_err(|e| PathError::Io {
+        path: ".".into(),
+        source: std::io::Error::other(format!("cannot read the workspace root back from /proc/self/fd: {e}")),
+    })?;
+    Ok(Root { fd, real })
 }
 
 /// `openat2` beneath `dir`. The kernel answers EAGAIN when a rename raced with the resolution;
@@ -184,15 +196,15 @@ fn proc_fd(fd: &impl AsRawFd) -> PathBuf {
 }
 
 /// The workspace-relative path the kernel resolved for `fd`, read back from /proc. Anything
-/// that does not read back as a path under `root` (no /proc, a file deleted meanwhile, a mount
+/// that does not read back as a path under the root (no /proc, a file deleted meanwhile, a mount
 /// that shows another path) is refused rather than guessed.
-fn resolved_rel(root: &Path, fd: &OwnedFd, path: &str) -> Result<String, PathError> {
+fn resolved_rel(root: &Root, fd: &OwnedFd, path: &str) -> Result<String, PathError> {
     let unknown = |why: &str| PathError::Io {
         path: path.to_string(),
         source: std::io::Error::other(format!("cannot tell where it resolves ({why})")),
     };
     let real = std::fs::read_link(proc_fd(fd)).map_err(|e| unknown(&format!("/proc/self/fd: {e}")))?;
-    let rel = real.strip_prefix(root).map_err(|_| unknown("not under the workspace root"))?;
+    let rel = real.strip_prefix(&root.real).map_err(|_| unknown("not under the workspace root"))?;
     Ok(rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"))
 }
 
@@ -240,12 +252,12 @@ fn reopen(fd: &OwnedFd, access: Access, path: &str) -> Result<File, PathError> {
     }
 }
 
-/// Opens the existing regular file `rel` beneath `root` (canonical), with a single link, for
+/// Opens the existing regular file `rel` beneath `root`, with a single link, for
 /// `access`.
 pub fn open_file(root: &Path, rel: &str, access: Access) -> Result<File, PathError> {
     let rel = check_spelling(rel)?;
     let dir = open_root(root)?;
-    let fd = openat2(&dir, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
+    let fd = openat2(&dir.fd, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| map_errno(rel, e))?;
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => {}
@@ -255,12 +267,12 @@ pub fn open_file(root: &Path, rel: &str, access: Access) -> Result<File, PathErr
     if stat.st_nlink > 1 {
         return Err(PathError::HardLinked { path: rel.to_string(), links: stat.st_nlink as u64 });
     }
-    let resolved = resolved_rel(root, &fd, rel)?;
+    let resolved = resolved_rel(&dir, &fd, rel)?;
     check_resolved(rel, &resolved, access)?;
     reopen(&fd, access, rel)
 }
 
-/// Creates the new file `rel` beneath `root` (canonical), creating its missing parent folders
+/// Creates the new file `rel` beneath `root`, creating its missing parent folders
 /// beneath the root too. Fails with [`PathError::Exists`] when anything is already there,
 /// a symlink included.
 pub fn create_file(root: &Path, rel: &str) -> Result<File, PathError> {
@@ -278,15 +290,15 @@ pub fn create_file(root: &Path, rel: &str) -> Result<File, PathError> {
             _ => None,
         })
         .collect();
-    let root_fd = open_root(root)?;
-    let mut parent = open_root(root)?;
+    let dir = open_root(root)?;
+    let mut parent = dir.fd.try_clone().map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
     for i in 0..parts.len() {
         let prefix = parts[..=i].join("/");
         // The folder is checked before anything is created in it, so no folder appears
         // inside `.git` even for a write that is then refused.
-        let parent_rel = resolved_rel(root, &parent, rel)?;
+        let parent_rel = resolved_rel(&dir, &parent, rel)?;
         check_resolved(rel, &parent_rel, Access::Write)?;
-        let dir = match openat2(&root_fd, &prefix, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
+        let dir = match openat2(&dir.fd, &prefix, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => {
                 // mkdirat never follows its last component; EEXIST means another writer won.
@@ -294,7 +306,7 @@ pub fn create_file(root: &Path, rel: &str) -> Result<File, PathError> {
                     Ok(()) | Err(Errno::EXIST) => {}
                     Err(e) => return Err(map_errno(rel, e)),
                 }
-                openat2(&root_fd, &prefix, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+                openat2(&dir.fd, &prefix, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
                     .map_err(|e| map_errno(rel, e))?
             }
             Err(Errno::NOTDIR) => return Err(PathError::NotDirOnTheWay(rel.to_string())),
@@ -302,7 +314,7 @@ pub fn create_file(root: &Path, rel: &str) -> Result<File, PathError> {
         };
         parent = dir;
     }
-    let parent_rel = resolved_rel(root, &parent, rel)?;
+    let parent_rel = resolved_rel(&dir, &parent, rel)?;
     let resolved = if parent_rel.is_empty() { name.clone() } else { format!("{parent_rel}/{name}") };
     check_resolved(rel, &resolved, Access::Write)?;
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
@@ -310,21 +322,21 @@ pub fn create_file(root: &Path, rel: &str) -> Result<File, PathError> {
     Ok(File::from(fd))
 }
 
-/// The absolute path of the folder `rel` beneath `root` (canonical), as the kernel resolved it,
+/// The path of the folder `rel` beneath `root` (`root` joined with what the kernel resolved),
 /// for walkers that take a path. The walkers do not follow symlinks below it.
 pub fn open_dir(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
     let rel = check_spelling(rel)?;
     let dir = open_root(root)?;
-    let fd = openat2(&dir, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
+    let fd = openat2(&dir.fd, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| map_errno(rel, e))?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
         return Err(PathError::NotDir(rel.to_string()));
     }
-    let resolved = resolved_rel(root, &fd, rel)?;
+    let resolved = resolved_rel(&dir, &fd, rel)?;
     Ok(if resolved.is_empty() { root.to_path_buf() } else { root.join(resolved) })
 }
 
-/// The bytes of the regular file `rel` beneath `root` (canonical), under the rules of
+/// The bytes of the regular file `rel` beneath `root`, under the rules of
 /// [`open_file`]: for the walkers, which skip what this refuses.
 pub fn read_regular(root: &Path, rel: &str) -> Result<Vec<u8>, PathError> {
     use std::io::Read as _;
@@ -335,7 +347,7 @@ pub fn read_regular(root: &Path, rel: &str) -> Result<Vec<u8>, PathError> {
     Ok(bytes)
 }
 
-/// Resolves `rel` beneath `root` (canonical) without opening anything for I/O: the longest
+/// Resolves `rel` beneath `root` without opening anything for I/O: the longest
 /// existing prefix is resolved by the kernel (`O_PATH`, which never blocks), the rest is taken
 /// as given. For the policy, which must judge paths that a write will create.
 pub fn resolve(root: &Path, rel: &str) -> Result<Resolved, PathError> {
@@ -344,9 +356,9 @@ pub fn resolve(root: &Path, rel: &str) -> Result<Resolved, PathError> {
     let comps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     for keep in (0..=comps.len()).rev() {
         let prefix = if keep == 0 { ".".to_string() } else { comps[..keep].join("/") };
-        match openat2(&dir, &prefix, OFlags::PATH, Mode::empty()) {
+        match openat2(&dir.fd, &prefix, OFlags::PATH, Mode::empty()) {
             Ok(fd) => {
-                let mut parts = vec![resolved_rel(root, &fd, rel)?];
+                let mut parts = vec![resolved_rel(&dir, &fd, rel)?];
                 parts.extend(comps[keep..].iter().map(|c| c.to_string()));
                 let joined = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("/");
                 return Ok(Resolved { rel: joined, exists: keep == comps.len() });
@@ -356,6 +368,19 @@ pub fn resolve(root: &Path, rel: &str) -> Result<Resolved, PathError> {
         }
     }
     Err(PathError::NotFound(rel.to_string()))
+}
+
+/// The resolved workspace-relative path of `rel` if it exists, `None` if it does not: one
+/// `openat2`, which fails with EXDEV as soon as a symlink on the way leaves the root, whether
+/// or not the rest exists. For the policy's command arguments, which are often not paths.
+pub fn resolve_existing(root: &Path, rel: &str) -> Result<Option<String>, PathError> {
+    let rel = check_spelling(rel)?;
+    let dir = open_root(root)?;
+    match openat2(&dir.fd, rel, OFlags::PATH, Mode::empty()) {
+        Ok(fd) => resolved_rel(&dir, &fd, rel).map(Some),
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG) => Ok(None),
+        Err(e) => Err(map_errno(rel, e)),
+    }
 }
 
 /// `./a/b.py` and `a/b.py` are the same file for repeated-read counting and first-read metrics.
@@ -408,5 +433,11 @@ mod tests {
         assert!(matches!(resolve(&root, "/etc"), Err(PathError::Absolute(_))));
         assert!(matches!(resolve(&root, "src/../src"), Err(PathError::ParentDir(_))));
         assert_eq!(open_dir(&root, "lib").unwrap(), root.join("src"));
+        assert_eq!(resolve_existing(&root, "lib").unwrap().as_deref(), Some("src"));
+        assert_eq!(resolve_existing(&root, "lib/nope").unwrap(), None);
+        assert!(matches!(resolve_existing(&root, "up/nope"), Err(PathError::Escapes(_))));
+        // A root reached through a symlink works the same: the kernel names the real root.
+        std::os::unix::fs::symlink(&root, o.join("alias")).unwrap();
+        assert_eq!(resolve(&o.join("alias"), "lib").unwrap(), Resolved { rel: "src".into(), exists: true });
     }
 }

@@ -216,7 +216,7 @@ impl RepoIndex {
             return &file.symbols;
         }
         let parsed = file.parsed.get_or_init(|| {
-            let bytes = std::fs::read(self.root.join(&file.path)).ok()?;
+            let bytes = read_regular(&self.root, &file.path).ok()?;
             if raw_hash_bytes(&bytes) != file.digest {
                 return None;
             }

@@ -91,19 +91,17 @@ fn rel(root: &Path, p: &Path) -> String {
 
 /// The folder `path` names, resolved beneath the root by the kernel. A missing folder keeps
 /// the message it always had, so the text the model reads (and cache keys) do not change.
-fn folder(root: &Path, path: &str) -> Result<PathBuf, ToolOutput> {
+fn folder(root: &Path, path: &str) -> Result<PathBuf, String> {
     paths::open_dir(root, path).map_err(|e| match e {
-        PathError::NotFound(_) | PathError::NotDirOnTheWay(_) => {
-            ToolOutput::fail(format!("`{path}` is not a directory"))
-        }
-        e => ToolOutput::fail(e.to_string()),
+        PathError::NotFound(_) | PathError::NotDirOnTheWay(_) => format!("`{path}` is not a directory"),
+        e => e.to_string(),
     })
 }
 
 fn list_files(root: &Path, path: &str, max_depth: usize) -> ToolOutput {
     let dir = match folder(root, path) {
         Ok(d) => d,
-        Err(out) => return out,
+        Err(why) => return ToolOutput::fail(why),
     };
     let mut out = String::new();
     let mut n = 0;
@@ -162,7 +160,7 @@ fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) 
 fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> ToolOutput {
     let dir = match folder(root, path) {
         Ok(d) => d,
-        Err(out) => return out,
+        Err(why) => return ToolOutput::fail(why),
     };
     let matcher = match RegexMatcher::new_line_matcher(pattern) {
         Ok(m) => m,
@@ -237,8 +235,8 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
 /// The ranked map of the workspace under `path`. The index is built afresh on every call: the
 /// agent edits files between calls, and a build takes milliseconds on a case's workspace.
 fn repo_map(root: &Path, path: &str, query: &str) -> ToolOutput {
-    if let Err(out) = folder(root, path) {
-        return out;
+    if let Err(why) = folder(root, path) {
+        return ToolOutput::fail(why);
     }
     let view = RepoIndex::build(root).render(query, path, REPO_MAP_TOOL_BUDGET);
     ToolOutput { ok: true, text: view.text.clone(), repo_map: Some(view), ..Default::default() }
@@ -522,7 +520,7 @@ mod tests {
     #[test]
     fn a_fifo_fails_promptly_and_never_blocks() {
         let (_g, root, _outer) = escape_ws();
-        rustix::fs::mknodat(rustix::fs::CWD, &root.join("pipe.py"), rustix::fs::FileType::Fifo, 0o644.into(), 0)
+        rustix::fs::mknodat(rustix::fs::CWD, root.join("pipe.py"), rustix::fs::FileType::Fifo, 0o644.into(), 0)
             .unwrap();
         let r = root.clone();
         let read = within_5s(move || read_file(&r, "pipe.py", None, None));
@@ -552,7 +550,7 @@ mod tests {
         assert_eq!(read.text, "`agent.sock` is a socket; the tools read and write regular files only");
         // /dev/zero's numbers (1, 5): made where CAP_MKNOD allows, as in a root container.
         let dev = rustix::fs::FileType::CharacterDevice;
-        if rustix::fs::mknodat(rustix::fs::CWD, &root.join("zero.py"), dev, 0o644.into(), rustix::fs::makedev(1, 5))
+        if rustix::fs::mknodat(rustix::fs::CWD, root.join("zero.py"), dev, 0o644.into(), rustix::fs::makedev(1, 5))
             .is_ok()
         {
             let r = root.clone();
