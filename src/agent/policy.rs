@@ -369,10 +369,17 @@ fn check_argument(root: &Path, program: &str, arg: &str) -> Result<(), String> {
 /// what its symlinks resolve to; an error when it resolves outside the workspace. A name
 /// that does not exist names nothing: `os.environ` is not `.env`.
 fn names_secret(root: &Path, spelling: &str) -> Result<bool, String> {
-    match resolve(root, spelling) {
-        Err(e) => Err(e),
-        Ok(Some(r)) => Ok(r.exists && (has_secret_component(spelling) || has_secret_component(&r.rel))),
+    match paths::resolve_existing(root, spelling) {
+        Ok(Some(resolved)) => Ok(has_secret_component(spelling) || has_secret_component(&resolved)),
         Ok(None) => Ok(false),
+        Err(
+            e @ (PathError::Absolute(_)
+            | PathError::ParentDir(_)
+            | PathError::Escapes(_)
+            | PathError::Loop(_)
+            | PathError::Unsupported(_)),
+        ) => Err(e.to_string()),
+        Err(_) => Ok(false),
     }
 }
 
@@ -519,6 +526,121 @@ mod tests {
         assert!(denied(decide(&cmd(&["cat", "../outside.txt"]), &c, &root)).contains(".."));
         assert_eq!(decide(&cmd(&["git", "diff"]), &c, &root), Decision::Allow);
         assert_eq!(decide(&cmd(&["python3", "-c", "print(1)"]), &c, &root), Decision::Allow);
+    }
+
+    fn cmd(argv: &[&str]) -> Call {
+        Call::RunCommand { argv: argv.iter().map(|s| s.to_string()).collect() }
+    }
+
+    /// Decides `argv` in the standard workspace with the default allowlist.
+    fn run(root: &Path, argv: &[&str]) -> Decision {
+        decide(&cmd(argv), &case(), root)
+    }
+
+    #[test]
+    fn sort_output_to_an_absolute_path_is_denied_in_every_spelling() {
+        let (_g, root) = ws();
+        for argv in [
+            &["sort", "-o/tmp/pwned", "src/a.py"][..],
+            &["sort", "-o", "/tmp/pwned", "src/a.py"],
+            &["sort", "-ro/tmp/pwned", "src/a.py"],
+            &["sort", "--output=/tmp/pwned", "src/a.py"],
+            &["sort", "--output", "/tmp/pwned", "src/a.py"],
+        ] {
+            assert!(denied(run(&root, argv)).contains("absolute path"), "{argv:?}");
+        }
+        assert!(denied(run(&root, &["sort", "-o../pwned", "src/a.py"])).contains(".."));
+        assert!(denied(run(&root, &["sort", "-oescape.txt", "src/a.py"])).contains("symlink escape"));
+        let hook = denied(run(&root, &["sort", "-o", ".git/hooks/pre-commit", "src/a.py"]));
+        assert!(hook.contains("would write `.git/hooks/pre-commit`") && hook.contains(".git"), "{hook}");
+        assert!(denied(run(&root, &["sort", "--outp=.git/config", "src/a.py"])).contains(".git"));
+        assert_eq!(run(&root, &["sort", "-o", "src/sorted.txt", "src/a.py"]), Decision::Allow);
+        assert_eq!(run(&root, &["sort", "-t/", "-k2", "src/a.py"]), Decision::Allow, "a one-character delimiter");
+    }
+
+    #[test]
+    fn sort_compress_program_is_denied() {
+        let (_g, root) = ws();
+        for argv in [
+            &["sort", "--compress-program=bash", "src/a.py"][..],
+            &["sort", "--compress-program", "bash", "src/a.py"],
+            &["sort", "--compress=sh", "src/a.py"],
+        ] {
+            assert!(denied(run(&root, argv)).contains("runs a program"), "{argv:?}");
+        }
+        assert!(denied(run(&root, &["wc", "--files0-from=list", "src/a.py"])).contains("files to read"));
+    }
+
+    #[test]
+    fn git_output_files_and_global_options_are_denied() {
+        let (_g, root) = ws();
+        assert!(denied(run(&root, &["git", "log", "--output=/tmp/pwned"])).contains("--output` writes a file"));
+        assert!(denied(run(&root, &["git", "log", "--output=notes.txt"])).contains("--output` writes a file"));
+        let no_index = denied(run(&root, &["git", "diff", "--no-index", "--output=x.txt", "src/a.py", "src/a.py"]));
+        assert!(no_index.contains("--output` writes a file"), "{no_index}");
+        assert!(denied(run(&root, &["git", "show", "--outp=x"])).contains("--output"), "abbreviated");
+        assert!(denied(run(&root, &["git", "diff", "--ext-diff"])).contains("external diff"));
+        for global in ["-c", "-C", "--exec-path=/tmp", "--git-dir=.git"] {
+            let reason = denied(run(&root, &["git", global, "core.pager=sh", "log"]));
+            assert!(reason.contains("options before the subcommand"), "{global}: {reason}");
+        }
+        assert!(denied(run(&root, &["git", "show", "HEAD:.env"])).contains("secret"));
+        assert_eq!(run(&root, &["git", "diff", "--output-indicator-new=+", "--stat"]), Decision::Allow);
+        assert_eq!(run(&root, &["git", "log", "-c", "--oneline"]), Decision::Allow, "log's -c is a diff format");
+        assert_eq!(run(&root, &["git", "show", "HEAD:src/a.py"]), Decision::Allow);
+    }
+
+    #[test]
+    fn diff_from_and_to_files_outside_are_denied() {
+        let (_g, root) = ws();
+        assert!(denied(run(&root, &["diff", "--from-file=/etc/passwd", "src/a.py"])).contains("absolute"));
+        assert!(denied(run(&root, &["diff", "--to-file=../outside.txt", "src/a.py"])).contains(".."));
+        assert!(denied(run(&root, &["diff", "--from-file=escape.txt", "src/a.py"])).contains("symlink escape"));
+        assert!(denied(run(&root, &["diff", "--from-file=innocent.txt", "src/a.py"])).contains("secret"));
+        assert_eq!(run(&root, &["diff", "--from-file=src/a.py", "src/a.py"]), Decision::Allow);
+    }
+
+    #[test]
+    fn python_modules_are_judged_however_the_option_is_spelled() {
+        let (_g, root) = ws();
+        for argv in [
+            &["python3", "-mpip", "install", "x"][..],
+            &["python3", "-m", "pip", "install", "x"],
+            &["python3", "-Bmpip", "install", "x"],
+            &["python3", "-I", "-m", "pip", "install", "x"],
+            &["python3", "-W", "ignore", "-m", "pip"],
+            &["python3", "-m", "pip._internal", "install", "x"],
+            &["python3", "-mhttp.server"],
+        ] {
+            assert!(denied(run(&root, argv)).contains("reaches the network"), "{argv:?}");
+        }
+        assert_eq!(run(&root, &["python3", "-m", "unittest", "discover", "-s", "src"]), Decision::Allow);
+        assert_eq!(run(&root, &["python3", "-m", "pipx_not_pip"]), Decision::Allow);
+        // After -c, `-m pip` is the code's sys.argv, not an interpreter option.
+        assert_eq!(run(&root, &["python3", "-c", "import sys; print(sys.argv)", "-m", "pip"]), Decision::Allow);
+    }
+
+    #[test]
+    fn code_that_mentions_os_environ_is_not_a_secret_file() {
+        let (_g, root) = ws();
+        assert_eq!(run(&root, &["python3", "-c", "import os; print(os.environ)"]), Decision::Allow);
+        assert_eq!(run(&root, &["python3", "-cimport os; print(os.environ.get('HOME'))"]), Decision::Allow);
+        assert_eq!(run(&root, &["grep", "-rn", "os.environ", "src"]), Decision::Allow);
+        assert_eq!(run(&root, &["grep", "-rn", "api_key", "src"]), Decision::Allow, "no such file: a pattern");
+        assert!(denied(run(&root, &["cat", ".env"])).contains("secret"));
+        assert!(denied(run(&root, &["cat", "./innocent.txt"])).contains("secret"), "a symlink to .env");
+        assert!(denied(run(&root, &["grep", "-finnocent.txt", "src"])).contains("secret"), "joined to -f");
+        assert!(denied(run(&root, &["cat", "escape_dir/outside.txt"])).contains("symlink escape"));
+    }
+
+    #[test]
+    fn values_after_equals_and_output_operands_are_paths() {
+        let (_g, root) = ws();
+        assert!(denied(run(&root, &["sort", "--random-source=/dev/urandom", "src/a.py"])).contains("absolute"));
+        assert!(denied(run(&root, &["sort", "--temporary-directory=../x", "src/a.py"])).contains(".."));
+        let uniq = denied(run(&root, &["uniq", "-f", "1", "src/a.py", ".git/config"]));
+        assert!(uniq.contains("would write `.git/config`"), "{uniq}");
+        assert_eq!(run(&root, &["uniq", "-f", "1", "src/a.py", "src/out.txt"]), Decision::Allow);
     }
 
     #[test]
