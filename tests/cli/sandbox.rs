@@ -253,3 +253,27 @@ fn processes_with(marker: &str) -> Vec<u32> {
     }
     pids
 }
+
+#[test]
+fn a_fifo_in_the_workspace_is_refused_at_once_and_the_cell_goes_on() {
+    // Before: read_file on a fifo blocked forever, and Ctrl-C could not stop the run.
+    let s = Scratch::new();
+    s.case(
+        "fifo",
+        "id: fifo\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budget: 6\ntimeout_s: 20\ncell_timeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\n",
+        "actions:\n  - tool: run_command\n    args: {argv: [python3, -c, \"import os; os.mkfifo('pipe')\"]}\n  - tool: read_file\n    args: {path: pipe}\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n",
+    );
+    let started = Instant::now();
+    let out = run(&s, "fifo", "bubblewrap");
+    assert!(started.elapsed() < Duration::from_secs(20), "nothing waited on the fifo");
+    let cell = &by_cell(&out.json())["fifo__oracle"];
+    assert_eq!(cell["outcome"], "passed", "the cell went on to fix the bug: {cell}");
+    let trace = std::fs::read_to_string(s.path().join("runs/fifo-bubblewrap/cells/fifo__oracle/trace.jsonl")).unwrap();
+    let read = trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "tool_result" && e["data"]["tool"] == "read_file")
+        .unwrap();
+    assert_eq!(read["data"]["ok"], false);
+    assert!(read["data"]["output"].as_str().unwrap().contains("is a fifo"), "{read}");
+}
