@@ -58,7 +58,13 @@ pub async fn execute(call: &Call, case: &Case, root: &Path, sandbox: &Sandbox) -
         Call::RepoMap { path, query } => repo_map(root, path, query.as_deref().unwrap_or(&case.prompt)),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
-        Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true, sandbox).await,
+        Call::RunTests {} => {
+            // The same runner and verdict as the judge's run (`score::run_tests`).
+            let run = super::score::run_tests(case, root, None, sandbox).await;
+            let timed_out = run.result.as_ref().is_ok_and(|o| o.timed_out);
+            let text = mask_durations(&run.tool_text()).into_owned();
+            ToolOutput { ok: run.result.is_ok() && !timed_out, text, ..Default::default() }
+        }
         Call::RunCommand { argv } => run_argv(case, root, argv, false, sandbox).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
     }
