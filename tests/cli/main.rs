@@ -16,6 +16,7 @@ mod report_snapshots;
 mod run;
 mod trend;
 mod trend_html;
+mod verdicts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
