@@ -38,7 +38,7 @@ pub const UNITTEST_RUNNER: &str = include_str!("../runner/unittest_runner.py");
 const RESULTS_SCHEMA: u32 = 1;
 
 /// Names a problem lists before "and N more".
-const NAMES_SHOWN: usize = 5;
+const NAMES_SHOWN: usize = 3;
 
 /// What the runner wrote: `results/results.json`.
 #[derive(Debug, Clone, Deserialize)]
@@ -222,9 +222,9 @@ pub fn judge(
     report.problem = if !report.tampered.is_empty() {
         format!("the test runner was tampered with: {}", names(&report.tampered))
     } else if !report.missing.is_empty() {
-        format!("required test(s) did not run: {}", names(&report.missing))
+        format!("{} required test(s) did not run: {}", report.missing.len(), names(&report.missing))
     } else if !report.not_passed.is_empty() {
-        format!("required test(s) did not pass: {}", names(&report.not_passed))
+        format!("{} required test(s) did not pass: {}", report.not_passed.len(), names(&report.not_passed))
     } else if !failing.is_empty() {
         format!("{} test(s) did not pass: {}", failing.len(), names(&failing))
     } else if ran == 0 {
@@ -334,10 +334,10 @@ mod tests {
     fn a_required_test_skipped_or_missing_fails_by_name() {
         let tests = [("t.A.test_fix", "skipped"), ("t.A.test_old", "passed")];
         let r = judge(&spec(&["t.A.test_fix"], &["t.A.test_old"]), &exited(0), results(&tests), "n0");
-        assert_eq!(r.problem, "required test(s) did not pass: t.A.test_fix (skipped)");
+        assert_eq!(r.problem, "1 required test(s) did not pass: t.A.test_fix (skipped)");
         assert_eq!(r.not_passed, ["t.A.test_fix (skipped)"]);
         let r = judge(&spec(&["t.A.test_fix"], &["t.A.gone"]), &exited(0), results(PASSING), "n0");
-        assert_eq!(r.problem, "required test(s) did not run: t.A.gone");
+        assert_eq!(r.problem, "1 required test(s) did not run: t.A.gone");
         assert_eq!(r.missing, ["t.A.gone"]);
     }
 
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn long_lists_of_names_are_cut() {
         let list: Vec<String> = (1..=7).map(|i| format!("t{i}")).collect();
-        assert_eq!(names(&list), "t1, t2, t3, t4, t5 and 2 more");
+        assert_eq!(names(&list), "t1, t2, t3 and 4 more");
     }
 
     /// The real runner on a real workspace, without a sandbox: results are written, a module

@@ -123,7 +123,7 @@ fn a_required_test_that_is_skipped_fails_naming_the_test() {
     let (cell, events) = attack(&s, "skip", skip);
     assert_eq!(cell["outcome"], "failed");
     assert_eq!(cell["reward"], 0.0);
-    assert_eq!(cell["reason"], "tests failed: required test(s) did not pass: test_calc.T.test_add (skipped)");
+    assert_eq!(cell["reason"], "tests failed: 1 required test(s) did not pass: test_calc.T.test_add (skipped)");
     let result = &of_kind(&events, "test_result")[0]["data"];
     assert_eq!(result["exit_code"], 0, "unittest itself calls a skip a success: {result}");
     assert_eq!(result["runner"]["not_passed"], serde_json::json!(["test_calc.T.test_add (skipped)"]));
