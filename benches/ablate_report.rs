@@ -223,6 +223,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
         duration_ms: 300,
         output: "ok".into(),
         artifact: None,
+        runner: None,
     });
     let metrics = if case.category == "context" {
         [("first_read_step".to_string(), serde_json::json!(1 + (i + j) % 4))].into()

@@ -157,6 +157,17 @@ fn setup_cost(rt: &tokio::runtime::Runtime, sandbox: &Sandbox, dir: &Path) {
     );
 }
 
+/// The direct equivalent of a case's tests: its `test_command`, or for hcbench's runner the
+/// plain `python3 -m unittest discover` it stands for (so the ratio includes the runner's cost).
+fn test_argv(case: &hcbench::bench::Case) -> Vec<String> {
+    match &case.tests {
+        hcbench::bench::TestSpec::Command(argv) => argv.clone(),
+        hcbench::bench::TestSpec::Runner(r) => {
+            ["python3", "-m", "unittest", "discover", "-s", &r.start_dir].map(String::from).to_vec()
+        }
+    }
+}
+
 /// For each cell: its workspace and the argvs hcbench ran in it (the oracle's run_tests calls,
 /// the final test command, the verifier command), in order.
 fn commands_of(run_dir: &Path, bench: &hcbench::bench::Benchmark) -> Vec<(PathBuf, Vec<Vec<String>>)> {
@@ -170,9 +181,9 @@ fn commands_of(run_dir: &Path, bench: &hcbench::bench::Benchmark) -> Vec<(PathBu
             match &e.body {
                 EventBody::RunStarted { case_id, .. } => case = bench.case(case_id),
                 EventBody::ToolResult { tool, denied: false, .. } if tool == "run_tests" => {
-                    argvs.push(case.unwrap().test_command.clone());
+                    argvs.push(test_argv(case.unwrap()));
                 }
-                EventBody::TestResult { .. } => argvs.push(case.unwrap().test_command.clone()),
+                EventBody::TestResult { .. } => argvs.push(test_argv(case.unwrap())),
                 EventBody::VerifierResult { .. } => {
                     if let Some(cmd) = &case.unwrap().verifier.command {
                         let ws = cell_dir.join("workspace");

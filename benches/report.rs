@@ -111,6 +111,7 @@ fn main() {
                 duration_ms: 300,
                 output: "ok".into(),
                 artifact: None,
+                runner: None,
             })
             .unwrap();
             w.append(EventBody::VerifierResult {

@@ -14,6 +14,7 @@ pub mod policy;
 pub mod repomap;
 pub mod score;
 pub mod spec;
+pub mod testrun;
 pub mod tokens;
 pub mod tools;
 
@@ -380,18 +381,19 @@ async fn work(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, &ws, trace_path, &plan.sandbox).await;
+        let tests = score::run_tests(case, &ws, Some(trace_path), &plan.sandbox).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
                 let preview = store_output(&plan.cell_dir, "test-output", &text)?;
                 rec.emit(EventBody::TestResult {
-                    passed: out.success(),
+                    passed: tests.passed(),
                     exit_code: out.exit_code,
                     timed_out: out.timed_out,
                     duration_ms: out.duration.as_millis() as u64,
                     output: preview_text(&text),
                     artifact: preview,
+                    runner: tests.runner.clone(),
                 })?;
             }
             Err(message) => {
@@ -402,6 +404,7 @@ async fn work(
                     duration_ms: 0,
                     output: message.clone(),
                     artifact: None,
+                    runner: None,
                 })?;
             }
         }

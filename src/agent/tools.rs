@@ -66,8 +66,14 @@ pub async fn execute(call: &Call, case: &Case, root: &Path, sandbox: &Sandbox) -
         Call::RepoMap { path, query } => repo_map(root, path, query.as_deref().unwrap_or(&case.prompt)),
         Call::EditFile { path, old, new } => edit_file(root, path, old, new),
         Call::WriteFile { path, content, overwrite } => write_file(root, path, content, *overwrite),
-        Call::RunTests {} => run_argv(case, root, &case.expand(&case.test_command, root, None), true, sandbox).await,
-        Call::RunCommand { argv } => run_argv(case, root, argv, false, sandbox).await,
+        Call::RunTests {} => {
+            // The same runner and verdict as the judge's run (`score::run_tests`).
+            let run = super::score::run_tests(case, root, None, sandbox).await;
+            let timed_out = run.result.as_ref().is_ok_and(|o| o.timed_out);
+            let text = mask_durations(&run.tool_text()).into_owned();
+            ToolOutput { ok: run.result.is_ok() && !timed_out, text, ..Default::default() }
+        }
+        Call::RunCommand { argv } => run_command(case, root, argv, sandbox).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
     }
 }
@@ -320,14 +326,12 @@ pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
     DURATION.replace_all(text, "$1 <time>")
 }
 
-async fn run_argv(case: &Case, root: &Path, argv: &[String], is_tests: bool, sandbox: &Sandbox) -> ToolOutput {
+async fn run_command(case: &Case, root: &Path, argv: &[String], sandbox: &Sandbox) -> ToolOutput {
     let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv.to_vec(), root, case.timeout, sandbox) };
     match process::run(&spec).await {
         Ok(out) => {
             let text = mask_durations(&out.combined()).into_owned();
-            // A failing test run is information, not a tool failure; a failing command is.
-            let ok = if is_tests { !out.timed_out } else { out.success() };
-            ToolOutput { ok, text, ..Default::default() }
+            ToolOutput { ok: out.success(), text, ..Default::default() }
         }
         Err(e) => ToolOutput::fail(format!("cannot start `{}`: {e}", argv.first().map(String::as_str).unwrap_or(""))),
     }

@@ -17,6 +17,7 @@ mod run;
 mod sandbox;
 mod trend;
 mod trend_html;
+mod verdicts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
