@@ -42,6 +42,7 @@ fn main() {
         started_at: "2026-11-21T00:00:00Z".into(),
         agent_spec: String::new(),
         agent_dir: None,
+        sandbox: None,
         budget_usd: None,
         min_coverage: None,
         fail_under: None,
@@ -125,6 +126,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
         agent_spec: String::new(),
         ablation: ablation.into(),
         hcbench_version: "bench".into(),
+        sandbox: None,
     });
     emit(EventBody::RepoMapBuilt {
         files: 40,
@@ -221,6 +223,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
         duration_ms: 300,
         output: "ok".into(),
         artifact: None,
+        runner: None,
     });
     let metrics = if case.category == "context" {
         [("first_read_step".to_string(), serde_json::json!(1 + (i + j) % 4))].into()

@@ -83,6 +83,7 @@ fn main() {
         agent_spec: "0".repeat(64),
         ablation: String::new(),
         hcbench_version: "bench".into(),
+        sandbox: None,
     })
     .unwrap();
     let mut step = 0;

@@ -40,6 +40,7 @@ fn main() {
         started_at: "2026-11-21T00:00:00Z".into(),
         agent_spec: String::new(),
         agent_dir: None,
+        sandbox: None,
         budget_usd: None,
         min_coverage: None,
         fail_under: None,
@@ -68,6 +69,7 @@ fn main() {
                 agent_spec: String::new(),
                 ablation: String::new(),
                 hcbench_version: "bench".into(),
+                sandbox: None,
             })
             .unwrap();
             for step in 1..=6 {
@@ -109,6 +111,7 @@ fn main() {
                 duration_ms: 300,
                 output: "ok".into(),
                 artifact: None,
+                runner: None,
             })
             .unwrap();
             w.append(EventBody::VerifierResult {

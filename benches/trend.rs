@@ -215,6 +215,7 @@ fn manifest(run: usize, started_at: &str, commit: &str, digest: &str) -> Manifes
         started_at: started_at.into(),
         agent_spec: String::new(),
         agent_dir: None,
+        sandbox: None,
         budget_usd: None,
         min_coverage: None,
         fail_under: None,

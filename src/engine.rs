@@ -27,7 +27,7 @@ use crate::events::{EngineEvent, EngineSink};
 use crate::model::Profile;
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
 use crate::rundir::cell_id;
-use crate::sandbox::Sandbox;
+use crate::sandbox::Isolation;
 use crate::trace::TraceWriter;
 use crate::trace::event::{EventBody, Outcome};
 
@@ -59,19 +59,26 @@ impl Cancel {
     }
 }
 
+/// Which run planned cells belong to, and where they work.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub run_id: &'a str,
+    /// The run directory: cells' traces go to `cells/<cell_id>/` in it.
+    pub run_dir: &'a Path,
+    pub isolation: &'a Isolation,
+}
+
 /// Cases x epochs x profiles, in a deterministic order: profiles interleave, so every profile
 /// makes progress from the start and a slow one does not hold the others back.
 pub fn plan(
-    run_id: &str,
-    run_dir: &Path,
+    target: Target<'_>,
     bench: &Benchmark,
     case_ids: &[String],
     profiles: &[Profile],
     epochs: u32,
     spec: &Arc<AgentSpec>,
-    sandbox: &Sandbox,
 ) -> Vec<CellPlan> {
-    plan_variants(run_id, run_dir, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs, sandbox)
+    plan_variants(target, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs)
 }
 
 /// [`plan`] with one agent spec per named variant (`hcbench ablate`: (ablation, spec with it
@@ -79,15 +86,14 @@ pub fn plan(
 /// progress from the start. An empty name is the plain spec (cell ids without an ablation).
 /// The order is [`crate::rundir::Manifest::cell_ids`]'s.
 pub fn plan_variants(
-    run_id: &str,
-    run_dir: &Path,
+    target: Target<'_>,
     bench: &Benchmark,
     case_ids: &[String],
     profiles: &[Profile],
     variants: &[(String, Arc<AgentSpec>)],
     epochs: u32,
-    sandbox: &Sandbox,
 ) -> Vec<CellPlan> {
+    let Target { run_id, run_dir, isolation } = target;
     let mut cells = Vec::new();
     for case_id in case_ids {
         let Some(case) = bench.case(case_id) else { continue };
@@ -99,6 +105,7 @@ pub fn plan_variants(
                     cells.push(CellPlan {
                         run_id: run_id.to_string(),
                         cell_dir: run_dir.join("cells").join(&id),
+                        workspace: isolation.workspaces.join(run_id).join(&id),
                         cell_id: id,
                         benchmark: bench.name.clone(),
                         case: case.clone(),
@@ -106,7 +113,7 @@ pub fn plan_variants(
                         epoch,
                         spec: spec.clone(),
                         ablation: ablation.clone(),
-                        sandbox: sandbox.clone(),
+                        sandbox: isolation.sandbox.clone(),
                     });
                 }
             }
@@ -293,7 +300,15 @@ mod tests {
     fn two_cells(run_dir: &Path) -> Vec<CellPlan> {
         let bench = load_benchmark(Path::new(env!("CARGO_MANIFEST_DIR")), "hc-bench").unwrap();
         let ids: Vec<String> = bench.cases.iter().take(2).map(|c| c.id.clone()).collect();
-        plan("r", run_dir, &bench, &ids, &[Profile::oracle()], 1, &Arc::new(AgentSpec::default()), &Sandbox::None)
+        let isolation = Isolation::unsandboxed(run_dir);
+        plan(
+            Target { run_id: "r", run_dir, isolation: &isolation },
+            &bench,
+            &ids,
+            &[Profile::oracle()],
+            1,
+            &Arc::new(AgentSpec::default()),
+        )
     }
 
     #[tokio::test]

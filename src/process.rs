@@ -113,7 +113,13 @@ impl CommandOutcome {
 /// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
 pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     let program = spec.argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
-    let env = sandbox::child_env(&spec.sandbox, &spec.env);
+    let mut env = sandbox::child_env(&spec.sandbox, &spec.env);
+    // git stops looking for a repository at the workspace's parent: a fixture without a .git of
+    // its own is no repository, whatever folder it was copied into (the sandbox hides the
+    // parents anyway; this is for `--sandbox none`).
+    if let Some(parent) = spec.workspace.path.parent() {
+        env.push(("GIT_CEILING_DIRECTORIES".into(), parent.to_string_lossy().into_owned()));
+    }
     // A program that does not exist is an error of the case or the harness, not a failing
     // command: find it first, in the PATH the command gets, as the host would have said.
     let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
@@ -298,21 +304,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_child_sees_exactly_the_scrubbed_environment() {
-        // `env -0` prints what the child really got, NUL-separated so any value survives.
-        let extra = owned(&[("HCBENCH_CASE", "bugfix-1")]);
-        let out = run(&CommandSpec { env: extra.clone(), output_limit: 1 << 20, ..spec(&["env", "-0"], 10_000) })
-            .await
-            .unwrap();
-        assert!(out.success() && !out.truncated, "{}", out.combined());
-        let seen: std::collections::BTreeMap<String, String> = String::from_utf8(out.stdout)
-            .unwrap()
-            .split_terminator('\0')
-            .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap())
-            .collect();
-        assert_eq!(seen, sandbox::child_env(&Sandbox::None, &extra).into_iter().collect());
-        assert_eq!(seen["TZ"], "UTC");
-        assert_eq!(seen["HCBENCH_CASE"], "bugfix-1");
+    async fn the_child_sees_exactly_the_allowlisted_environment_with_and_without_a_sandbox() {
+        let bwrap = Sandbox::resolve(crate::sandbox::SandboxChoice::Bubblewrap).expect("bubblewrap is installed");
+        let dir = tempfile::tempdir().unwrap();
+        for sandbox in [Sandbox::None, bwrap] {
+            // `env -0` prints what the child really got, NUL-separated so any value survives.
+            let extra = owned(&[("HCBENCH_CASE", "bugfix-1")]);
+            let argv = vec!["env".to_string(), "-0".to_string()];
+            let spec = CommandSpec {
+                env: extra.clone(),
+                ..CommandSpec::new(argv, dir.path(), Duration::from_secs(10), &sandbox)
+            };
+            let out = run(&spec).await.unwrap();
+            assert!(out.success() && !out.truncated, "{}", out.combined());
+            let seen: std::collections::BTreeMap<String, String> = String::from_utf8(out.stdout)
+                .unwrap()
+                .split_terminator('\0')
+                .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap())
+                .collect();
+            let mut want: std::collections::BTreeMap<String, String> =
+                sandbox::child_env(&sandbox, &extra).into_iter().collect();
+            want.insert("GIT_CEILING_DIRECTORIES".into(), dir.path().parent().unwrap().to_string_lossy().into_owned());
+            if let Sandbox::Bubblewrap(_) = sandbox {
+                // bwrap's --chdir sets PWD to the folder it enters, as a shell would.
+                want.insert("PWD".into(), dir.path().to_string_lossy().into_owned());
+            }
+            assert_eq!(seen, want, "{:?}", sandbox.info());
+            assert_eq!(seen["TZ"], "UTC");
+            assert_eq!(seen["HCBENCH_CASE"], "bugfix-1");
+        }
     }
 
     #[tokio::test]

@@ -1100,6 +1100,7 @@ mod tests {
                 duration_ms: 30,
                 output: "1 passed".into(),
                 artifact: None,
+                runner: None,
             }],
             EventKind::VerifierResult => vec![EventBody::VerifierResult {
                 passed: false,

@@ -93,6 +93,22 @@ pub enum SandboxError {
     Broken { program: PathBuf, detail: String },
 }
 
+/// Where and how a run's cells work: the sandbox of their commands, and the folder their
+/// workspaces are made in (`<workspaces>/<run_id>/<cell_id>`), which lies outside every
+/// repository of the project so that git in a cell sees only the fixture's own files.
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    pub sandbox: Sandbox,
+    pub workspaces: PathBuf,
+}
+
+impl Isolation {
+    /// No sandbox, workspaces under `dir`: for tests of the engine.
+    pub fn unsandboxed(dir: &Path) -> Isolation {
+        Isolation { sandbox: Sandbox::None, workspaces: dir.join("workspaces") }
+    }
+}
+
 /// The sandbox commands run in. Cheap to clone.
 #[derive(Debug, Clone)]
 pub enum Sandbox {

@@ -24,7 +24,7 @@ use crate::model::Profile;
 use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
 use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
-use crate::sandbox::{Sandbox, SandboxChoice};
+use crate::sandbox::{Isolation, Sandbox, SandboxChoice};
 
 /// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ pub struct RunSettings {
     pub format: Format,
     /// `--split train`: the run's results feed the gate's promotion step.
     pub records_train_results: bool,
-    pub sandbox: Sandbox,
+    pub isolation: Isolation,
     /// `--min-coverage` and `--fail-under`, recorded in the manifest.
     pub thresholds: Thresholds,
 }
@@ -101,7 +101,7 @@ pub struct MatrixSettings {
     pub start: MatrixStart,
     /// Results history the run appends to; None with `--no-history`.
     pub history: Option<PathBuf>,
-    pub sandbox: Sandbox,
+    pub isolation: Isolation,
 }
 
 /// A matrix either starts a new run or finishes an interrupted one.
@@ -146,7 +146,7 @@ pub struct ValidateSettings {
     pub run_id: String,
     pub run_dir: PathBuf,
     pub format: Format,
-    pub sandbox: Sandbox,
+    pub isolation: Isolation,
 }
 
 impl Settings {
@@ -197,6 +197,24 @@ impl Settings {
             })?,
         };
         Ok(Sandbox::resolve(choice)?)
+    }
+
+    /// Where cells work: [`Settings::sandbox`], and the folder of their workspaces,
+    /// `HCBENCH_WORKSPACES`, else `hcbench-workspaces` in the system's temporary folder. It must
+    /// not lie inside a git repository: a cell's git commands would find that repository.
+    pub fn isolation(&self) -> Result<Isolation, SettingsError> {
+        let (workspaces, source) = match self.env.get("HCBENCH_WORKSPACES") {
+            Some(dir) => (self.root.join(dir), "HCBENCH_WORKSPACES"),
+            None => (std::env::temp_dir().join("hcbench-workspaces"), "the default workspaces folder"),
+        };
+        if let Some(repo) = crate::workspace::enclosing_repository(&workspaces) {
+            return Err(SettingsError::Invalid(format!(
+                "{source} {} lies inside the git repository {}, which cells' git commands would see; set HCBENCH_WORKSPACES to a folder outside any repository",
+                workspaces.display(),
+                repo.display()
+            )));
+        }
+        Ok(Isolation { sandbox: self.sandbox()?, workspaces })
     }
 
     /// Whether `--context-mode`/`HCBENCH_CONTEXT_MODE` was given (the gate refuses it: it
@@ -306,7 +324,7 @@ impl Settings {
             run_id,
             format: args.format,
             records_train_results: args.selection.split.as_deref() == Some("train"),
-            sandbox: self.sandbox()?,
+            isolation: self.isolation()?,
             thresholds: thresholds(&args.thresholds)?,
         })
     }
@@ -346,8 +364,8 @@ impl Settings {
             }
         };
         let history = (!args.control.no_history).then(|| self.history_dir(args.control.history.as_deref()));
-        let sandbox = self.sandbox()?;
-        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history, sandbox })
+        let isolation = self.isolation()?;
+        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history, isolation })
     }
 
     /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every
@@ -402,7 +420,7 @@ impl Settings {
             run_dir: self.run_dir(args.out.as_deref(), "validate", &run_id),
             run_id,
             format: args.format,
-            sandbox: self.sandbox()?,
+            isolation: self.isolation()?,
         })
     }
 }

@@ -1,7 +1,9 @@
 //! Workspaces: a fresh, private copy of a fixture for each cell.
 //!
-//! Fixtures in the repository are never written to: every cell works in its own copy inside the
-//! run directory. Files are reflinked where the filesystem supports it (copy-on-write, so a
+//! Fixtures in the repository are never written to: every cell works in its own copy, made in
+//! a folder outside the project ([`crate::sandbox::Isolation`]), so that nothing a cell runs
+//! (git above all, which looks for a repository in every parent folder) can find the project,
+//! its benchmark or its history. The cell directory links to it (`cells/<id>/workspace`). Files are reflinked where the filesystem supports it (copy-on-write, so a
 //! later write never reaches the fixture) and copied otherwise; hard links are never used
 //! because they would share mutable bytes. Symlinks are recreated as symlinks, not followed, so
 //! the policy sees the same tree the fixture has.
@@ -19,15 +21,33 @@ pub struct WorkspaceError {
     pub source: io::Error,
 }
 
-/// Copies `fixture` into `dest` (which must not exist yet) and returns the canonical `dest`.
-pub fn fresh(fixture: &Path, dest: &Path) -> Result<PathBuf, WorkspaceError> {
+/// Copies `fixture` into `dest` (its parents are made), links `link` to it when `link`
+/// differs from `dest`, and returns the canonical `dest`. A `dest` that exists is the leftover of
+/// an interrupted attempt at the same cell (`matrix --resume` runs it again): it is removed
+/// first, never reused.
+pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, WorkspaceError> {
     let wrap = |source| WorkspaceError { fixture: fixture.to_path_buf(), dest: dest.to_path_buf(), source };
-    if dest.exists() {
-        return Err(wrap(io::Error::new(io::ErrorKind::AlreadyExists, "destination already exists")));
+    if dest.symlink_metadata().is_ok() {
+        fs::remove_dir_all(dest).map_err(wrap)?;
     }
-    fs::create_dir_all(dest).map_err(wrap)?;
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).map_err(wrap)?;
+    }
+    fs::create_dir(dest).map_err(wrap)?;
     copy_tree(fixture, dest).map_err(wrap)?;
-    dest.canonicalize().map_err(wrap)
+    let dest = dest.canonicalize().map_err(wrap)?;
+    if link != dest {
+        std::os::unix::fs::symlink(&dest, link).map_err(wrap)?;
+    }
+    Ok(dest)
+}
+
+/// The work tree of the git repository `path` would belong to, if any: the folder itself or
+/// its nearest existing ancestor is what git would start looking from.
+pub fn enclosing_repository(path: &Path) -> Option<PathBuf> {
+    let start = path.ancestors().find(|p| p.exists())?;
+    let repo = git2::Repository::discover(start).ok()?;
+    Some(repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf())
 }
 
 fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
@@ -59,10 +79,14 @@ mod tests {
         fs::create_dir_all(fixture.join("pkg")).unwrap();
         fs::write(fixture.join("pkg/a.py"), "x = 1\n").unwrap();
         std::os::unix::fs::symlink("pkg/a.py", fixture.join("link.py")).unwrap();
-        let ws = fresh(&fixture, &root.path().join("ws")).unwrap();
+        let link = root.path().join("cell-workspace");
+        let ws = fresh(&fixture, &root.path().join("all/run/ws"), &link).unwrap();
+        assert_eq!(fs::read_link(&link).unwrap(), ws, "the cell directory links to the workspace");
         fs::write(ws.join("pkg/a.py"), "x = 2\n").unwrap();
         assert_eq!(fs::read_to_string(fixture.join("pkg/a.py")).unwrap(), "x = 1\n");
         assert!(fs::symlink_metadata(ws.join("link.py")).unwrap().file_type().is_symlink());
-        assert!(fresh(&fixture, &root.path().join("ws")).is_err(), "an existing workspace is never reused");
+        fs::write(ws.join("left-over.py"), "").unwrap();
+        let again = fresh(&fixture, &ws, &ws).unwrap();
+        assert!(!again.join("left-over.py").exists(), "an existing workspace is never reused");
     }
 }

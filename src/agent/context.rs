@@ -190,7 +190,7 @@ pub fn pack(state: &ContextState<'_>) -> Packed {
         "Task ({}):\n{}\nTest command: {}\nStep budget: {} actions.",
         case.id,
         case.prompt.trim_end(),
-        case.test_command.join(" "),
+        case.tests.label(),
         case.step_budget
     );
     let status = format!("Step {} of {}: reply with your next action.", state.step, case.step_budget);

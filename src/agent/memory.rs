@@ -738,7 +738,9 @@ class Formatter:
         let root = d.path().canonicalize().unwrap();
         let mut case = Case::sample();
         case.prompt = TASK.into();
-        case.test_command = ["python3", "-m", "unittest", "discover", "-s", "tests"].map(String::from).to_vec();
+        case.tests = crate::bench::TestSpec::Command(
+            ["python3", "-m", "unittest", "discover", "-s", "tests"].map(String::from).to_vec(),
+        );
         (d, root, case)
     }
 

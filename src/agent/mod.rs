@@ -14,6 +14,7 @@ pub mod policy;
 pub mod repomap;
 pub mod score;
 pub mod spec;
+pub mod testrun;
 pub mod tokens;
 pub mod tools;
 
@@ -58,6 +59,9 @@ pub struct CellPlan {
     pub cell_dir: PathBuf,
     /// Where the cell's commands run.
     pub sandbox: Sandbox,
+    /// The cell's workspace, made fresh from the fixture: outside the run directory and the
+    /// project (`cell_dir/workspace` links to it).
+    pub workspace: PathBuf,
 }
 
 /// Writes events to the trace and folds them into the live summary, in that order.
@@ -82,7 +86,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
     let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
     let case = plan.case.as_ref();
-    let mut provider = plan.profile.provider_for(case, plan.epoch);
+    let provider = plan.profile.provider_for(case, plan.epoch);
 
     rec.emit(EventBody::RunStarted {
         benchmark: plan.benchmark.clone(),
@@ -96,10 +100,10 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         agent_spec: plan.spec.digest.clone(),
         ablation: plan.ablation.clone(),
         hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        sandbox: Some(plan.sandbox.info()),
+        sandbox: Some(Box::new(plan.sandbox.info())),
     })?;
 
-    let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.cell_dir.join("workspace")) {
+    let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace")) {
         Ok(ws) => ws,
         Err(e) => {
             rec.emit(EventBody::RunFinished {
@@ -113,6 +117,37 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         }
     };
 
+    // The cell's wall-clock limit bounds everything after the workspace exists: the model's
+    // turns, the tools, the tests and the verifier. Whatever the cell is waiting on when it
+    // runs out (a model that does not answer, a command), its future is dropped, which kills
+    // its process groups; the trace then gets the ending the loop could not write.
+    match tokio::time::timeout(case.cell_timeout, work(plan, &mut rec, provider, &ws, &trace_path, started)).await {
+        Ok(ended) => ended?,
+        Err(_) => rec.emit(EventBody::RunFinished {
+            outcome: Outcome::Timeout,
+            reward: 0.0,
+            stop_reason: "cell_timeout".into(),
+            reason: format!(
+                "the cell ran past its wall-clock limit of {}s (cell_timeout_s)",
+                case.cell_timeout.as_secs_f64()
+            ),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })?,
+    }
+    Ok(finish(rec))
+}
+
+/// The agent loop and the scoring of one cell, up to and including its `run_finished`.
+async fn work(
+    plan: &CellPlan,
+    rec: &mut Recorder,
+    mut provider: Box<dyn crate::model::Provider>,
+    ws: &Path,
+    trace_path: &Path,
+    started: Instant,
+) -> io::Result<()> {
+    let case = plan.case.as_ref();
+    let ws = ws.to_path_buf();
     let spec = plan.spec.as_ref();
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
@@ -262,11 +297,11 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                 } else {
                     "invalid action".to_string()
                 };
-                emit_not_run(&mut rec, step, &tool_name, &text)?;
+                emit_not_run(rec, step, &tool_name, &text)?;
                 if spec.explain_denials {
                     rec.emit(EventBody::PolicyRetry { step, cause: "invalid_action".into(), message: text.clone() })?;
                 }
-                remember_refusal(&mut rec, memory.as_mut(), step, &tool_name, &text)?;
+                remember_refusal(rec, memory.as_mut(), step, &tool_name, &text)?;
                 observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
             }
             Ok(call) => match policy::decide(&call, case, &ws) {
@@ -283,11 +318,11 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     } else {
                         "denied by policy".to_string()
                     };
-                    emit_not_run(&mut rec, step, &tool_name, &text)?;
+                    emit_not_run(rec, step, &tool_name, &text)?;
                     if spec.explain_denials {
                         rec.emit(EventBody::PolicyRetry { step, cause: "denied".into(), message: text.clone() })?;
                     }
-                    remember_refusal(&mut rec, memory.as_mut(), step, &tool_name, &text)?;
+                    remember_refusal(rec, memory.as_mut(), step, &tool_name, &text)?;
                     observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
                 }
                 Decision::Allow => {
@@ -299,7 +334,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                         invalid: false,
                     })?;
                     let t0 = Instant::now();
-                    let out = tools::execute(&call, case, &ws, &plan.sandbox).await;
+                    let out = run_tool(plan, &call, &ws).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
                     let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
                     for m in &out.modified {
@@ -311,7 +346,7 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                         first_reads.entry(path.clone()).or_insert(step);
                     }
                     finished = call.tool() == Tool::Finish;
-                    emit_result(&mut rec, step, &tool_name, &out, preview, duration_ms)?;
+                    emit_result(rec, step, &tool_name, &out, preview, duration_ms)?;
                     if let Some(view) = &out.repo_map {
                         rec.emit(EventBody::RepoMapUsed {
                             step,
@@ -346,18 +381,19 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, &ws, &trace_path, &plan.sandbox).await;
+        let tests = score::run_tests(case, &ws, Some(trace_path), &plan.sandbox).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
                 let preview = store_output(&plan.cell_dir, "test-output", &text)?;
                 rec.emit(EventBody::TestResult {
-                    passed: out.success(),
+                    passed: tests.passed(),
                     exit_code: out.exit_code,
                     timed_out: out.timed_out,
                     duration_ms: out.duration.as_millis() as u64,
                     output: preview_text(&text),
                     artifact: preview,
+                    runner: tests.runner.clone(),
                 })?;
             }
             Err(message) => {
@@ -368,11 +404,12 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
                     duration_ms: 0,
                     output: message.clone(),
                     artifact: None,
+                    runner: None,
                 })?;
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let verifier = score::run_verifier(case, &ws, &trace_path, &facts, &plan.sandbox).await;
+        let verifier = score::run_verifier(case, &ws, trace_path, &facts, &plan.sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
             duration_ms: verifier.duration_ms,
@@ -387,8 +424,23 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         stop_reason: stop_reason.into(),
         reason,
         elapsed_ms: started.elapsed().as_millis() as u64,
-    })?;
-    Ok(finish(rec))
+    })
+}
+
+/// Runs an allowed call. The file tools are synchronous and run on the blocking pool: should one
+/// ever block (a file system that hangs), only that thread waits, and the cell's wall-clock
+/// limit and Ctrl-C still end the cell, which awaits the thread, not the call. Commands stay
+/// on the cell's own future, so dropping it kills their process groups.
+async fn run_tool(plan: &CellPlan, call: &Call, ws: &Path) -> ToolOutput {
+    if matches!(call.tool(), Tool::RunTests | Tool::RunCommand) {
+        return tools::execute(call, &plan.case, ws, &plan.sandbox).await;
+    }
+    let (call, case, ws, sandbox) = (call.clone(), plan.case.clone(), ws.to_path_buf(), plan.sandbox.clone());
+    let runtime = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || runtime.block_on(tools::execute(&call, &case, &ws, &sandbox))).await {
+        Ok(out) => out,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 fn finish(rec: Recorder) -> CellSummary {

@@ -36,7 +36,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use regex::Regex;
 
-use super::paths::{is_secret_name, normalize};
+use super::paths::{is_secret_name, normalize, read_regular};
 use super::tokens::{clip, estimate};
 
 /// Files larger than this are skipped: generated data or vendored bundles, not code to navigate.
@@ -187,8 +187,10 @@ impl RepoIndex {
 
         let parsed: Vec<Option<FileEntry>> = candidates
             .par_iter()
-            .map(|(rel, abs)| {
-                let bytes = std::fs::read(abs).ok()?;
+            .map(|(rel, _)| {
+                // Read beneath the root like read_file: a hard link to a file outside, or an
+                // entry swapped for a fifo since the walk, is skipped, never read.
+                let bytes = read_regular(root, rel).ok()?;
                 if bytes.contains(&0) {
                     return None;
                 }
@@ -214,7 +216,7 @@ impl RepoIndex {
             return &file.symbols;
         }
         let parsed = file.parsed.get_or_init(|| {
-            let bytes = std::fs::read(self.root.join(&file.path)).ok()?;
+            let bytes = read_regular(&self.root, &file.path).ok()?;
             if raw_hash_bytes(&bytes) != file.digest {
                 return None;
             }

@@ -1,6 +1,8 @@
 //! Scoring: after the loop, run the case's tests and verifier in the workspace.
 //!
-//! Reward is 1.0 when the tests pass and every verifier check passes, else 0.0. Problems of the
+//! Reward is 1.0 when the tests pass and every verifier check passes, else 0.0. For a case with
+//! `tests.runner`, "the tests pass" is the verdict of hcbench's runner on the per-test results
+//! it wrote ([`super::testrun`]); for a plain `test_command`, the exit code. Problems of the
 //! harness or the benchmark (a command that cannot start, a timeout) get their own outcome
 //! class so they are never counted as the agent's failure.
 
@@ -10,10 +12,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::paths::normalize;
-use crate::bench::Case;
+use crate::bench::{Case, TestSpec};
 use crate::process::{self, CommandOutcome, CommandSpec};
 use crate::sandbox::{Mount, Sandbox};
-use crate::trace::event::{Check, Outcome};
+use crate::trace::event::{Check, Outcome, RunnerReport};
 
 /// What the agent did, as far as the verifier's trace assertions need it.
 pub struct TraceFacts {
@@ -25,6 +27,32 @@ pub struct TraceFacts {
 
 pub struct TestRun {
     pub result: Result<CommandOutcome, String>,
+    /// The runner's verdict on its results, for a case with `tests.runner`.
+    pub runner: Option<RunnerReport>,
+}
+
+impl TestRun {
+    /// The command exited 0 in time and, with the runner, its results prove the tests passed.
+    pub fn passed(&self) -> bool {
+        let exited_ok = self.result.as_ref().is_ok_and(CommandOutcome::success);
+        exited_ok && self.runner.as_ref().is_none_or(|r| r.problem.is_empty())
+    }
+
+    /// What the agent's `run_tests` shows: the command's output, then the runner's verdict.
+    pub fn tool_text(&self) -> String {
+        let mut text = match &self.result {
+            Ok(out) => out.combined(),
+            Err(e) => format!("{e}\n"),
+        };
+        if let Some(r) = &self.runner {
+            if r.problem.is_empty() {
+                text.push_str("hcbench: the tests passed\n");
+            } else {
+                text.push_str(&format!("hcbench: the tests did not pass: {}\n", r.problem));
+            }
+        }
+        text
+    }
 }
 
 pub struct VerifierRun {
@@ -37,10 +65,22 @@ pub struct VerifierRun {
     pub error: Option<String>,
 }
 
-pub async fn run_tests(case: &Case, workspace: &Path, trace: &Path, sandbox: &Sandbox) -> TestRun {
-    let argv = case.expand(&case.test_command, workspace, Some(trace));
-    let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv, workspace, case.timeout, sandbox) };
-    TestRun { result: process::run(&spec).await.map_err(|e| format!("cannot start `{}`: {e}", spec.argv[0])) }
+/// Runs the case's tests in `workspace`: the judge's run (with the cell's `trace`) and the
+/// agent's `run_tests` (without) go through this one function, so the agent sees what the
+/// judge will run.
+pub async fn run_tests(case: &Case, workspace: &Path, trace: Option<&Path>, sandbox: &Sandbox) -> TestRun {
+    match &case.tests {
+        TestSpec::Runner(spec) => match super::testrun::run(case, spec, workspace, sandbox).await {
+            Ok((out, report)) => TestRun { result: Ok(out), runner: Some(report) },
+            Err(e) => TestRun { result: Err(e), runner: None },
+        },
+        TestSpec::Command(argv) => {
+            let argv = case.expand(argv, workspace, trace);
+            let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv, workspace, case.timeout, sandbox) };
+            let result = process::run(&spec).await.map_err(|e| format!("cannot start `{}`: {e}", spec.argv[0]));
+            TestRun { result, runner: None }
+        }
+    }
 }
 
 pub async fn run_verifier(
@@ -135,7 +175,11 @@ pub fn judge(tests: &TestRun, verifier: &VerifierRun) -> (Outcome, f64, String) 
     if verifier.timed_out {
         return (Outcome::Timeout, 0.0, "verifier command timed out".into());
     }
-    let tests_ok = out.success();
+    let tests_ok = tests.passed();
+    let tests_failed = match tests.runner.as_ref().filter(|r| !r.problem.is_empty()) {
+        Some(r) => format!("tests failed: {}", r.problem),
+        None => format!("tests failed (exit {})", exit_label(out)),
+    };
     let failed: Vec<String> = verifier
         .checks
         .iter()
@@ -144,13 +188,9 @@ pub fn judge(tests: &TestRun, verifier: &VerifierRun) -> (Outcome, f64, String) 
         .collect();
     match (tests_ok, failed.is_empty()) {
         (true, true) => (Outcome::Passed, 1.0, "tests and verifier passed".into()),
-        (false, true) => (Outcome::Failed, 0.0, format!("tests failed (exit {})", exit_label(out))),
+        (false, true) => (Outcome::Failed, 0.0, tests_failed),
         (true, false) => (Outcome::Failed, 0.0, format!("verifier failed: {}", failed.join("; "))),
-        (false, false) => (
-            Outcome::Failed,
-            0.0,
-            format!("tests failed (exit {}); verifier failed: {}", exit_label(out), failed.join("; ")),
-        ),
+        (false, false) => (Outcome::Failed, 0.0, format!("{tests_failed}; verifier failed: {}", failed.join("; "))),
     }
 }
 
@@ -178,6 +218,7 @@ mod tests {
                 truncated: false,
                 duration: Duration::from_millis(1500),
             }),
+            runner: None,
         }
     }
 
@@ -231,11 +272,29 @@ mod tests {
 
     #[test]
     fn a_test_command_that_cannot_start_is_a_harness_error() {
-        let tests = TestRun { result: Err("cannot start `pytest`: not found".into()) };
+        let tests = TestRun { result: Err("cannot start `pytest`: not found".into()), runner: None };
         let mut v = verifier(&[]);
         v.error = Some("cannot start verifier".into());
         // The harness error wins: nothing about the agent's work is known.
         assert_eq!(judge(&tests, &v), (Outcome::HarnessError, 0.0, "cannot start `pytest`: not found".into()));
+    }
+
+    #[test]
+    fn with_the_runner_an_exit_zero_is_not_enough() {
+        let forged = |problem: &str| {
+            let mut run = exited(Some(0));
+            run.runner = Some(RunnerReport { problem: problem.into(), ..Default::default() });
+            run
+        };
+        let ok = verifier(&[("unchanged", true, "tests.py unchanged")]);
+        let problem =
+            "the test runner wrote no results (the code under test exited or crashed before the tests finished)";
+        assert_eq!(judge(&forged(problem), &ok), (Outcome::Failed, 0.0, format!("tests failed: {problem}")));
+        let bad = verifier(&[("command", false, "exit code 1")]);
+        let reason =
+            "tests failed: the test runner was tampered with: TestCase.run; verifier failed: command: exit code 1";
+        assert_eq!(judge(&forged("the test runner was tampered with: TestCase.run"), &bad).2, reason);
+        assert_eq!(judge(&forged(""), &ok).0, Outcome::Passed, "complete, untampered results that pass");
     }
 
     #[test]

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Benchmark, Case, Category, DEFAULT_CELL_TIMEOUT_S, DEFAULT_PROGRAMS, Split, VerifierSpec};
+use super::{
+    Benchmark, Case, Category, DEFAULT_CELL_TIMEOUT_S, DEFAULT_PROGRAMS, RunnerKind, RunnerSpec, Split, TestSpec,
+    VerifierSpec,
+};
 use crate::action::{Action, Tool};
 use crate::sandbox::Limits;
 use crate::util::natural_cmp;
@@ -81,6 +84,7 @@ struct RawDefaults {
     cell_timeout_s: Option<f64>,
     limits: Option<Limits>,
     test_command: Option<Vec<String>>,
+    tests: Option<RawTests>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,8 +102,31 @@ struct RawCase {
     cell_timeout_s: Option<f64>,
     limits: Option<Limits>,
     test_command: Option<Vec<String>>,
+    tests: Option<RawTests>,
     #[serde(default)]
     verifier: RawVerifier,
+}
+
+/// `tests:`, in a case or in `defaults:`; a case's keys win over the defaults' one by one.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTests {
+    runner: Option<String>,
+    start_dir: Option<String>,
+    fail_to_pass: Option<Vec<String>>,
+    pass_to_pass: Option<Vec<String>>,
+}
+
+impl RawTests {
+    fn or(self, defaults: Option<&RawTests>) -> RawTests {
+        let Some(d) = defaults else { return self };
+        RawTests {
+            runner: self.runner.or_else(|| d.runner.clone()),
+            start_dir: self.start_dir.or_else(|| d.start_dir.clone()),
+            fail_to_pass: self.fail_to_pass.or_else(|| d.fail_to_pass.clone()),
+            pass_to_pass: self.pass_to_pass.or_else(|| d.pass_to_pass.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -354,10 +381,7 @@ fn validate_case(
     {
         problem("limits", format!("{limits:?}: every limit must be at least 1; leave a limit out for its default"));
     }
-    let test_command = raw.test_command.or_else(|| defaults.test_command.clone()).unwrap_or_default();
-    if test_command.is_empty() || test_command[0].is_empty() {
-        problem("test_command", "is missing; give an argv list, e.g. [\"python3\", \"-m\", \"unittest\"]".into());
-    }
+    let tests = resolve_tests(raw.test_command, raw.tests, defaults, &fixture_dir, &mut problem);
 
     let v = raw.verifier;
     if let Some(cmd) = &v.command
@@ -434,7 +458,7 @@ fn validate_case(
         timeout: Duration::from_secs_f64(timeout_s),
         cell_timeout: Duration::from_secs_f64(cell_timeout_s),
         limits,
-        test_command,
+        tests: tests?,
         verifier: VerifierSpec {
             command: v.command,
             unchanged: v.unchanged,
@@ -445,6 +469,89 @@ fn validate_case(
         oracle,
         file: file.to_path_buf(),
     })
+}
+
+/// The case's tests: hcbench's runner when `tests.runner` is set (in the case or the defaults),
+/// else the plain `test_command`. Both at once is a mistake: the runner builds its own command.
+fn resolve_tests(
+    test_command: Option<Vec<String>>,
+    tests: Option<RawTests>,
+    defaults: &RawDefaults,
+    fixture_dir: &Path,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<TestSpec> {
+    let case_gives_command = test_command.is_some();
+    let test_command = test_command.or_else(|| defaults.test_command.clone());
+    let case_gives_tests = tests.is_some();
+    let tests = tests.unwrap_or_default().or(defaults.tests.as_ref());
+    let Some(runner) = tests.runner.as_deref() else {
+        if case_gives_tests || defaults.tests.is_some() {
+            problem(
+                "tests.runner",
+                "is missing; set `runner: unittest` to run the tests through hcbench's runner \
+                 (fail_to_pass, pass_to_pass and start_dir need it)"
+                    .into(),
+            );
+            return None;
+        }
+        let argv = test_command.unwrap_or_default();
+        if argv.is_empty() || argv[0].is_empty() {
+            problem(
+                "test_command",
+                "is missing; add `tests: {runner: unittest}` (hcbench's runner, which checks which tests \
+                 passed), or give an argv list judged by exit code, e.g. [\"python3\", \"-m\", \"unittest\"]"
+                    .into(),
+            );
+            return None;
+        }
+        return Some(TestSpec::Command(argv));
+    };
+    let mut ok = true;
+    if test_command.is_some() {
+        let whose = if case_gives_command { "this case" } else { "benchmark.yaml `defaults:`" };
+        problem(
+            "test_command",
+            format!(
+                "is given in {whose} while `tests.runner` is set; remove `test_command`: hcbench builds the \
+                 command of its runner itself"
+            ),
+        );
+        ok = false;
+    }
+    let runner = match runner {
+        "unittest" => Some(RunnerKind::Unittest),
+        other => {
+            problem("tests.runner", format!("`{other}` is unknown; use `unittest`"));
+            None
+        }
+    };
+    let start_dir = tests.start_dir.unwrap_or_else(|| "tests".into());
+    if !is_plain_relative(&start_dir) {
+        problem("tests.start_dir", format!("`{start_dir}` must be a relative folder inside the fixture, e.g. tests"));
+        ok = false;
+    } else if fixture_dir.is_dir() && !fixture_dir.join(&start_dir).is_dir() {
+        problem(
+            "tests.start_dir",
+            format!("`{start_dir}` is not a folder of the fixture; name the folder the tests live in"),
+        );
+        ok = false;
+    }
+    let fail_to_pass = tests.fail_to_pass.unwrap_or_default();
+    let pass_to_pass = tests.pass_to_pass.unwrap_or_default();
+    let mut seen = std::collections::BTreeSet::new();
+    for (field, list) in [("tests.fail_to_pass", &fail_to_pass), ("tests.pass_to_pass", &pass_to_pass)] {
+        for id in list {
+            if id.trim().is_empty() || id.contains(char::is_whitespace) {
+                problem(field, format!("`{id}` is not a test id; write module.Class.test_method"));
+                ok = false;
+            } else if !seen.insert(id.as_str()) {
+                problem(field, format!("`{id}` is listed twice; a test belongs in one list, once"));
+                ok = false;
+            }
+        }
+    }
+    let runner = runner?;
+    ok.then_some(TestSpec::Runner(RunnerSpec { runner, start_dir, fail_to_pass, pass_to_pass }))
 }
 
 fn valid_id(id: &str) -> bool {

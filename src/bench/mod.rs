@@ -160,7 +160,8 @@ pub struct Case {
     pub cell_timeout: Duration,
     /// Resource limits of each child process (`limits:`).
     pub limits: Limits,
-    pub test_command: Vec<String>,
+    /// How the tests run and what proves they passed (`tests:` or `test_command`).
+    pub tests: TestSpec,
     pub verifier: VerifierSpec,
     /// The oracle's known-good actions, in order.
     pub oracle: Vec<Action>,
@@ -169,14 +170,14 @@ pub struct Case {
 }
 
 impl Case {
-    /// Substitutes the placeholders a case file may use in `test_command` and
-    /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
-    /// when given, `{trace}`.
     /// The benchmark folder the case file lives in (`benchmarks/<name>`).
     pub fn benchmark_dir(&self) -> PathBuf {
         self.file.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
     }
 
+    /// Substitutes the placeholders a case file may use in `test_command` and
+    /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
+    /// when given, `{trace}`.
     pub fn expand(&self, argv: &[String], workspace: &Path, trace: Option<&Path>) -> Vec<String> {
         let bench_dir = self.benchmark_dir().to_string_lossy().into_owned();
         argv.iter()
@@ -210,11 +211,61 @@ impl Case {
             timeout: Duration::from_secs(5),
             cell_timeout: Duration::from_secs(60),
             limits: Limits::default(),
-            test_command: vec!["true".into()],
+            tests: TestSpec::Command(vec!["true".into()]),
             verifier: VerifierSpec::default(),
             oracle: vec![],
             file: PathBuf::new(),
         }
+    }
+}
+
+/// How a case's tests run, and what proves that they passed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestSpec {
+    /// hcbench's own runner (`tests:`): the verdict is the per-test results it writes outside
+    /// the workspace, checked against the case's lists, not only an exit code.
+    Runner(RunnerSpec),
+    /// A case's own argv (`test_command`), judged by its exit code alone. Code under test can
+    /// forge that (exit 0 at import), so HC-Bench does not use it.
+    Command(Vec<String>),
+}
+
+impl TestSpec {
+    /// What the agent is told runs its tests (the task contract). It names no per-cell path,
+    /// so the context stays the same from cell to cell.
+    pub fn label(&self) -> String {
+        match self {
+            TestSpec::Runner(r) => {
+                format!("unittest discovery in {}/ through hcbench's test runner (run_tests)", r.start_dir)
+            }
+            TestSpec::Command(argv) => argv.join(" "),
+        }
+    }
+}
+
+/// Which controlled runner runs a case's tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerKind {
+    /// Python's unittest, driven by `src/runner/unittest_runner.py`.
+    Unittest,
+}
+
+/// The `tests:` block of a case, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerSpec {
+    pub runner: RunnerKind,
+    /// Workspace-relative folder discovery starts in (`tests`).
+    pub start_dir: String,
+    /// Tests that fail on the fixture and must pass after the agent's work.
+    pub fail_to_pass: Vec<String>,
+    /// Tests that pass on the fixture and must still pass.
+    pub pass_to_pass: Vec<String>,
+}
+
+impl RunnerSpec {
+    /// Every test the case names, fail_to_pass first.
+    pub fn required(&self) -> impl Iterator<Item = &String> {
+        self.fail_to_pass.iter().chain(&self.pass_to_pass)
     }
 }
 

@@ -63,7 +63,7 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
         wait,
         accept_state_change: args.accept_state_change.clone(),
         quarantine,
-        sandbox: settings.sandbox()?,
+        isolation: settings.isolation()?,
     })
 }
 

@@ -34,7 +34,7 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
                 jobs: s.jobs,
                 agent_spec: &spec.digest,
                 agent_dir: spec.dir.clone(),
-                sandbox: s.sandbox.info(),
+                sandbox: s.isolation.sandbox.info(),
             };
             let mut manifest = Manifest::new(plan, &s.root, &selected.benchmark, &selected.case_ids);
             manifest.budget_usd = budget_usd;
@@ -78,11 +78,11 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
         }
         v
     };
-    let cells: Vec<_> =
-        engine::plan_variants(&m.run_id, run.path(), &bench, &m.case_ids(), &profiles, &variants, m.epochs, &s.sandbox)
-            .into_iter()
-            .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
-            .collect();
+    let target = engine::Target { run_id: &m.run_id, run_dir: run.path(), isolation: &s.isolation };
+    let cells: Vec<_> = engine::plan_variants(target, &bench, &m.case_ids(), &profiles, &variants, m.epochs)
+        .into_iter()
+        .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
+        .collect();
     if !kept.is_empty() {
         progress.event(EngineEvent::CellsKept { count: kept.len() });
     }

@@ -25,14 +25,14 @@ pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
         jobs: s.jobs,
         agent_spec: &s.spec.digest,
         agent_dir: s.spec.dir.clone(),
-        sandbox: s.sandbox.info(),
+        sandbox: s.isolation.sandbox.info(),
     };
     let mut manifest = Manifest::new(plan, &settings.root, bench, case_ids);
     manifest.min_coverage = Some(s.thresholds.min_coverage);
     manifest.fail_under = s.thresholds.fail_under;
     let run = RunDir::create(&s.run_dir, manifest)?;
-    let cells =
-        engine::plan(&s.run_id, run.path(), bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec, &s.sandbox);
+    let target = engine::Target { run_id: &s.run_id, run_dir: run.path(), isolation: &s.isolation };
+    let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec);
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
     let done = session.execute_run(&run, cells, s.jobs, progress, None)?;

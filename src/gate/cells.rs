@@ -16,13 +16,13 @@ use super::event::{LiveEvent, LiveSink};
 use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::Benchmark;
-use crate::engine::{self, Batch};
+use crate::engine::{self, Batch, Target};
 use crate::events::{EngineEvent, EngineSink};
 use crate::interrupt::Session;
 use crate::model::Profile;
 use crate::replay::CellSummary;
 use crate::rundir::{Manifest, Plan, RunDir};
-use crate::sandbox::Sandbox;
+use crate::sandbox::Isolation;
 
 /// One side of a Step 2 comparison: its profile and spec, with its own run id so its summaries
 /// can be told apart when both arms run in one batch.
@@ -48,7 +48,7 @@ pub(crate) struct Runner {
     root: PathBuf,
     run_id: String,
     jobs: usize,
-    sandbox: Sandbox,
+    isolation: Isolation,
     live: Arc<dyn LiveSink>,
 }
 
@@ -58,13 +58,13 @@ impl Runner {
         root: &Path,
         run_id: &str,
         jobs: usize,
-        sandbox: Sandbox,
+        isolation: Isolation,
         live: Arc<dyn LiveSink>,
     ) -> Result<Runner, GateError> {
         let notify = live.clone();
         let session = Session::start(move || notify.live(LiveEvent::Interrupted))
             .map_err(|source| GateError::Io { context: "cannot start the async runtime".into(), source })?;
-        Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, sandbox, live })
+        Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, isolation, live })
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -103,19 +103,11 @@ impl Runner {
             jobs: self.jobs,
             agent_spec: &spec.digest,
             agent_dir: spec.dir.clone(),
-            sandbox: self.sandbox.info(),
+            sandbox: self.isolation.sandbox.info(),
         };
         let run = RunDir::create(run_dir, Manifest::new(plan, &self.root, bench, case_ids))?;
-        let cells = engine::plan(
-            run_id,
-            run.path(),
-            bench,
-            case_ids,
-            std::slice::from_ref(profile),
-            epochs,
-            spec,
-            &self.sandbox,
-        );
+        let target = Target { run_id, run_dir: run.path(), isolation: &self.isolation };
+        let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(profile), epochs, spec);
         let progress = Arc::new(TrainProgress(self.live.clone()));
         let done = self.session.execute_run(&run, cells, self.jobs, progress, None)?;
         Ok((!done.cancelled).then_some(done.summaries))
@@ -132,13 +124,23 @@ impl Runner {
         epochs: u32,
     ) -> Result<Option<Vec<Vec<CellSummary>>>, GateError> {
         let mut per_arm = Vec::new();
+        // Test-split workspaces hold test fixtures and what the agent made of them: they live
+        // in the private directory too, and go with it.
+        let isolation = Isolation { sandbox: self.isolation.sandbox.clone(), workspaces: private.join("workspaces") };
         for arm in arms {
             std::fs::create_dir_all(arm.dir.join("cells"))
                 .map_err(|source| GateError::Io { context: format!("cannot create {}", arm.dir.display()), source })?;
             let profiles = std::slice::from_ref(&arm.profile);
             per_arm.push(
-                engine::plan(&arm.run_id, &arm.dir, bench, case_ids, profiles, epochs, &arm.spec, &self.sandbox)
-                    .into_iter(),
+                engine::plan(
+                    Target { run_id: &arm.run_id, run_dir: &arm.dir, isolation: &isolation },
+                    bench,
+                    case_ids,
+                    profiles,
+                    epochs,
+                    &arm.spec,
+                )
+                .into_iter(),
             );
         }
         let cells = interleave(per_arm);

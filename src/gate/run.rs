@@ -58,7 +58,7 @@ pub(crate) struct GateSettings {
     /// comparable with the best recorded in results.tsv.
     pub quarantine: BTreeSet<String>,
     /// Where every cell's commands run.
-    pub sandbox: crate::sandbox::Sandbox,
+    pub isolation: crate::sandbox::Isolation,
 }
 
 /// Runs the gate: Steps 0 to 3, then the verdict. Returns the outcome (also the sink's last
@@ -238,7 +238,7 @@ impl Gate<'_> {
             &self.settings.root,
             &self.run_id,
             self.settings.jobs,
-            self.settings.sandbox.clone(),
+            self.settings.isolation.clone(),
             self.sink.live(),
         )?;
         let gate_dir = self.files.workspace().join("gate").join(&self.run_id);

@@ -128,6 +128,8 @@ struct Page {
     notes: Vec<String>,
     /// The incomplete-run banner, shown before anything else.
     banner: Option<String>,
+    /// The warning of a run without a sandbox, shown right after the banner.
+    isolation_warning: Option<&'static str>,
     /// The exit policy's headline and its findings.
     verdict: String,
     findings: Vec<String>,
@@ -364,6 +366,7 @@ impl Page {
                 .collect(),
             notes: report.notes.clone(),
             banner: report.banner.clone(),
+            isolation_warning: report.isolation_warning(),
             verdict: report.verdict.headline(),
             findings: report.verdict.findings.iter().map(|f| f.message.clone()).collect(),
             verdict_bad: report.verdict.exit_code != crate::exit::SUCCESS,

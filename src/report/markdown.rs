@@ -40,6 +40,11 @@ pub fn render(report: &MatrixReport) -> String {
     if let Some(banner) = &report.banner {
         let _ = writeln!(o, "> **{}**\n", escape(banner));
     }
+    if let Some(warning) = report.isolation_warning() {
+        let _ = writeln!(o, "> **{}**\n", escape(warning));
+    } else if let Some(sandbox) = &report.sandbox {
+        let _ = writeln!(o, "Sandbox: {}\n", escape(&sandbox.label()));
+    }
     let _ = writeln!(o, "**Verdict:** {}", report.verdict.headline());
     for f in &report.verdict.findings {
         let _ = writeln!(o, "- {}", escape(&f.message));

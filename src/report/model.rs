@@ -6,6 +6,7 @@
 //! stays in the report as its own row (incomplete or harness_error) instead of failing it.
 
 pub use super::exit_policy::RunStatus;
+use crate::sandbox::SandboxInfo;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -30,6 +31,9 @@ const DETAIL_LIMIT: usize = 4000;
 /// Most timeline entries kept per cell.
 const TIMELINE_LIMIT: usize = 400;
 
+/// What every report of a run made with `--sandbox none` says before its numbers.
+pub const UNSANDBOXED: &str = "This run's commands ran without a sandbox (--sandbox none): nothing kept them off the network, the host's files or hcbench's secrets, so its verdicts carry no protection against escapes or forged results (docs/security.md).";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MatrixReport {
     pub schema_version: u32,
@@ -45,6 +49,10 @@ pub struct MatrixReport {
     /// that every report shows first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub banner: Option<String>,
+    /// The sandbox the cells ran in, from the manifest; None for runs from before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
     /// For a run that is not complete: the command that finishes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_command: Option<String>,
@@ -72,6 +80,13 @@ pub struct MatrixReport {
     /// Per-cell timelines (same order as `cells`), for the HTML report.
     #[serde(skip)]
     pub timelines: Vec<Timeline>,
+}
+
+impl MatrixReport {
+    /// The warning of a run without a sandbox ([`UNSANDBOXED`]), or None.
+    pub fn isolation_warning(&self) -> Option<&'static str> {
+        self.sandbox.as_ref().filter(|s| s.is_none()).map(|_| UNSANDBOXED)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -227,6 +242,7 @@ pub fn from_cells(
         started_at: manifest.started_at.clone(),
         status,
         banner,
+        sandbox: manifest.sandbox.clone(),
         resume_command,
         verdict,
         cells,

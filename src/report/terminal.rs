@@ -149,7 +149,7 @@ pub fn ablation_lines(report: &MatrixReport) -> Vec<String> {
 
 /// The incomplete-run banner, for the top of a terminal summary (nothing for a complete run).
 pub fn banner_lines(report: &MatrixReport) -> Vec<String> {
-    report.banner.iter().map(|b| format!("!! {b}")).collect()
+    report.banner.iter().map(String::as_str).chain(report.isolation_warning()).map(|b| format!("!! {b}")).collect()
 }
 
 /// `verdict: exit N ...` and one indented line per check that did not hold.

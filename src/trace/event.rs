@@ -101,6 +101,30 @@ fn one() -> u32 {
     1
 }
 
+/// The per-test verdict of hcbench's test runner (`test_result.runner`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunnerReport {
+    /// Whether the runner left complete results (false: it exited or crashed before the end).
+    #[serde(default)]
+    pub results: bool,
+    /// Tests by outcome: passed, failed, error, skipped, expected_failure, unexpected_success,
+    /// not_run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u32>,
+    /// Required tests (fail_to_pass, pass_to_pass) that are not in the results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Required tests that ran and did not pass, as `id (outcome)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_passed: Vec<String>,
+    /// What the runner found changed after the run (a monkeypatched runner).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tampered: Vec<String>,
+    /// Why the tests did not pass, as the cell's reason says it; empty when they passed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub problem: String,
+}
+
 /// One line of `trace.jsonl`: the envelope (schema version, ids, sequence number, time stamp,
 /// kind) and the kind's payload under `data`.
 ///
@@ -217,7 +241,7 @@ pub enum EventBody {
         /// The sandbox the cell's commands ran in; absent in traces written before it was
         /// recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        sandbox: Option<crate::sandbox::SandboxInfo>,
+        sandbox: Option<Box<crate::sandbox::SandboxInfo>>,
     },
     ContextPacked {
         step: u32,
@@ -345,6 +369,10 @@ pub enum EventBody {
         output: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         artifact: Option<Artifact>,
+        /// What hcbench's test runner reported, for cases with `tests.runner`; absent for a
+        /// plain `test_command` (and in traces written before the runner existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runner: Option<RunnerReport>,
     },
     VerifierResult {
         passed: bool,

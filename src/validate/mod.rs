@@ -114,20 +114,12 @@ pub(crate) fn run(
         jobs,
         agent_spec: &spec.digest,
         agent_dir: spec.dir.clone(),
-        sandbox: settings.sandbox.info(),
+        sandbox: settings.isolation.sandbox.info(),
     };
     let run = RunDir::create(&settings.run_dir, Manifest::new(plan, root, bench, ids))?;
-    let mut cells = engine::plan(run_id, run.path(), bench, ids, &profiles, 1, spec, &settings.sandbox);
-    cells.extend(engine::plan(
-        run_id,
-        run.path(),
-        bench,
-        &policy_ids,
-        std::slice::from_ref(&violator),
-        1,
-        spec,
-        &settings.sandbox,
-    ));
+    let target = engine::Target { run_id, run_dir: run.path(), isolation: &settings.isolation };
+    let mut cells = engine::plan(target, bench, ids, &profiles, 1, spec);
+    cells.extend(engine::plan(target, bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
 
     let progress = sink.progress();
     let session = Session::for_progress(&progress)

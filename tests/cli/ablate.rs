@@ -272,6 +272,7 @@ fn write_ablate_run(run_dir: &Path) {
                 duration_ms: 5,
                 output: String::new(),
                 artifact: None,
+                runner: None,
             });
             let metrics = if context_case {
                 let step = target_step.filter(|s| *s <= steps).map_or(Value::Null, Value::from);

@@ -662,12 +662,23 @@ fn assert_scrubbed(p: &Project, before: &BTreeMap<String, String>) {
             continue;
         }
         scanned += 1;
-        let text = String::from_utf8_lossy(&std::fs::read(p.path().join(rel)).unwrap()).into_owned();
+        let path = p.path().join(rel);
+        // A cell directory's `workspace` is a link to the workspace outside the project: its
+        // text is where it points.
+        let bytes = match std::fs::read_link(&path) {
+            Ok(target) => target.to_string_lossy().into_owned().into_bytes(),
+            Err(_) => std::fs::read(&path).unwrap(),
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         assert!(!text.contains("secret-te"), "{rel} mentions a test case:\n{text}");
         assert!(!text.contains("\"split\":\"test\""), "{rel} holds a test-split trace");
     }
     assert!(scanned >= 3, "the gate wrote its state ({scanned} files scanned)");
     assert!(p.tmp_entries().is_empty(), "the private directory is gone: {:?}", p.tmp_entries());
+    // Nor is any test-split workspace in the workspaces folder (HCBENCH_WORKSPACES, see Test::run).
+    let workspaces = std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id()));
+    let leaked: Vec<String> = tree_hashes(&workspaces).into_keys().filter(|k| k.contains("secret-te")).collect();
+    assert!(leaked.is_empty(), "test-split workspaces left behind: {leaked:?}");
 }
 
 #[test]

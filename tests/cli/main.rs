@@ -15,8 +15,10 @@ mod plan;
 mod providers;
 mod report_snapshots;
 mod run;
+mod sandbox;
 mod trend;
 mod trend_html;
+mod verdicts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -84,6 +86,11 @@ impl Test {
             // Runs append to a history of the test process's own, not the checkout's
             // reports/history/; a test that checks the history sets its own.
             .env("HCBENCH_HISTORY", std::env::temp_dir().join(format!("hcbench-test-history-{}", std::process::id())))
+            // Cell workspaces too, in one folder per test process.
+            .env(
+                "HCBENCH_WORKSPACES",
+                std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id())),
+            )
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .expect("hcbench starts");

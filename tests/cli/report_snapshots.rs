@@ -56,7 +56,10 @@ fn redact_text(text: &str) -> String {
     let run_id = Regex::new(r"\b\d{8}t\d{6}z-\d+\b").unwrap();
     let time = Regex::new(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z").unwrap();
     let seconds = Regex::new(r"\b\d+\.\ds\b").unwrap();
-    let text = run_id.replace_all(text, "[run-id]");
+    // The sandbox's version is the machine's.
+    let sandbox = Regex::new(r"\bbubblewrap \d+(\.\d+)*").unwrap();
+    let text = sandbox.replace_all(text, "bubblewrap [version]");
+    let text = run_id.replace_all(&text, "[run-id]");
     let text = time.replace_all(&text, "[time]");
     seconds.replace_all(&text, "[secs]").into_owned()
 }
@@ -78,6 +81,8 @@ fn redact_json(text: &str) -> String {
     let digest = Regex::new(r#""agent_spec": "[0-9a-f]{64}""#).unwrap();
     let text = millis.replace_all(text, r#""$1": "[ms]""#);
     let text = digest.replace_all(&text, r#""agent_spec": "[digest]""#);
+    let sandbox = Regex::new(r#"("mechanism": "bubblewrap",\s*"version": )"[^"]*""#).unwrap();
+    let text = sandbox.replace_all(&text, r#"$1"[version]""#);
     let redacted = redact_text(&text);
     serde_json::from_str::<serde_json::Value>(&redacted).expect("report.json stays JSON after redaction");
     redacted

@@ -1,0 +1,400 @@
+//! hcbench's controlled test runner: writing it out, running it, and judging what it wrote.
+//!
+//! A test command that exits 0 proves nothing: code under test can exit 0 itself, at import,
+//! before a single test ran. So for a case with `tests.runner`, hcbench runs the tests through
+//! a Python script it ships (`src/runner/unittest_runner.py`, embedded in the binary) and
+//! judges the per-test results that script writes, not the exit code alone.
+//!
+//! Every run gets a fresh private folder outside the workspace (under the system temp folder,
+//! removed afterwards), holding the script in `bin/`, bound read-only into the sandbox, and
+//! `results/`, the only place besides the workspace the test command may write. hcbench puts a
+//! random nonce file in `results/`; the runner reads and removes it before importing any test
+//! module and copies the nonce into its results, so a results file written by the code under
+//! test does not carry it. The results are judged by [`judge`], a plain function: tests passed
+//! iff the command exited 0, the results are complete, carry the nonce, report no tampering,
+//! every test the case requires is there and passed, and every other test that ran did not
+//! fail (at least one ran).
+//!
+//! The limit, written down in docs/security.md: the runner shares its process with the code
+//! under test, so code written against this runner (reading the nonce out of the runner's
+//! memory, patching and restoring it unseen) can still forge a result. The sandbox keeps the
+//! results, the verifier and the benchmark out of reach of everything outside that process.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::bench::{Case, RunnerSpec};
+use crate::process::{self, CommandOutcome, CommandSpec};
+use crate::sandbox::{Mount, Sandbox};
+use crate::trace::event::RunnerReport;
+
+/// The unittest runner, as shipped in the binary.
+pub const UNITTEST_RUNNER: &str = include_str!("../runner/unittest_runner.py");
+
+/// The results format the runner writes (`schema` in its JSON).
+const RESULTS_SCHEMA: u32 = 1;
+
+/// Names a problem lists before "and N more".
+const NAMES_SHOWN: usize = 3;
+
+/// What the runner wrote: `results/results.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunnerResults {
+    pub schema: u32,
+    #[serde(default)]
+    pub nonce: String,
+    #[serde(default)]
+    pub tests: Vec<TestEntry>,
+    #[serde(default)]
+    pub tampered: Vec<String>,
+    #[serde(default)]
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TestEntry {
+    pub id: String,
+    pub outcome: String,
+}
+
+/// Why there are no results to judge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultsError {
+    /// No results file: the process ended before the runner's last line.
+    Missing,
+    /// A file that is not the runner's JSON.
+    Unreadable(String),
+}
+
+/// A prepared run: the private folder, the script in it and where its results go.
+struct Prepared {
+    dir: tempfile::TempDir,
+    nonce: String,
+}
+
+impl Prepared {
+    fn new() -> io::Result<Prepared> {
+        let dir = tempfile::Builder::new().prefix("hcbench-tests-").tempdir()?;
+        std::fs::create_dir(dir.path().join("bin"))?;
+        std::fs::create_dir(dir.path().join("results"))?;
+        std::fs::write(dir.path().join("bin/unittest_runner.py"), UNITTEST_RUNNER)?;
+        let nonce = nonce();
+        std::fs::write(dir.path().join("results/nonce"), &nonce)?;
+        Ok(Prepared { dir, nonce })
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    fn results_dir(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    fn results_file(&self) -> PathBuf {
+        self.results_dir().join("results.json")
+    }
+
+    fn read(&self) -> Result<RunnerResults, ResultsError> {
+        read_results(&self.results_file())
+    }
+}
+
+/// 128 random bits from the kernel, in hex; fastrand's generator if /dev/urandom is missing.
+fn nonce() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        bytes.iter_mut().for_each(|b| *b = fastrand::u8(..));
+    }
+    crate::util::hex(&bytes)
+}
+
+/// Reads a results file; a missing file is [`ResultsError::Missing`].
+pub fn read_results(path: &Path) -> Result<RunnerResults, ResultsError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ResultsError::Missing),
+        Err(e) => return Err(ResultsError::Unreadable(e.to_string())),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| ResultsError::Unreadable(e.to_string()))
+}
+
+/// The runner's command line: `-s` keeps the user's site folder (HOME, writable by the agent's
+/// commands without a sandbox) from being imported, `-B` writes no bytecode. Not `-I`: its
+/// `-E` would drop PYTHONHASHSEED=0 and make set order differ from run to run; the
+/// environment is hcbench's allowlist anyway, and a script's folder (ours, read-only), not the
+/// working directory, is what Python puts first on sys.path, so a `sitecustomize.py` in the
+/// workspace is never imported.
+fn argv(spec: &RunnerSpec, prepared: &Prepared) -> Vec<String> {
+    let s = |p: PathBuf| p.to_string_lossy().into_owned();
+    vec![
+        "python3".into(),
+        "-s".into(),
+        "-B".into(),
+        s(prepared.bin().join("unittest_runner.py")),
+        "--start-dir".into(),
+        spec.start_dir.clone(),
+        "--results".into(),
+        s(prepared.results_file()),
+        "--nonce-file".into(),
+        s(prepared.results_dir().join("nonce")),
+    ]
+}
+
+/// Runs the case's tests through the runner in `workspace` and judges the results. Err when
+/// the runner cannot be started (a harness problem, not the agent's).
+pub async fn run(
+    case: &Case,
+    spec: &RunnerSpec,
+    workspace: &Path,
+    sandbox: &Sandbox,
+) -> Result<(CommandOutcome, RunnerReport), String> {
+    let prepared = Prepared::new().map_err(|e| format!("cannot prepare hcbench's test runner: {e}"))?;
+    let cmd = CommandSpec {
+        limits: case.limits,
+        mounts: vec![Mount::read_only(prepared.bin()), Mount::writable(prepared.results_dir())],
+        ..CommandSpec::new(argv(spec, &prepared), workspace, case.timeout, sandbox)
+    };
+    let out = process::run(&cmd).await.map_err(|e| format!("cannot start hcbench's test runner (python3): {e}"))?;
+    let report = judge(spec, &out, prepared.read(), &prepared.nonce);
+    Ok((out, report))
+}
+
+/// Judges a run of the runner: see the module doc for the rule. The report's `problem` is
+/// empty exactly when the tests passed.
+pub fn judge(
+    spec: &RunnerSpec,
+    out: &CommandOutcome,
+    results: Result<RunnerResults, ResultsError>,
+    nonce: &str,
+) -> RunnerReport {
+    let mut report = RunnerReport::default();
+    let results = match results {
+        Err(ResultsError::Missing) => {
+            report.problem = if out.timed_out {
+                "the test runner wrote no results (it timed out)".into()
+            } else {
+                "the test runner wrote no results (the code under test exited or crashed before the tests finished)"
+                    .into()
+            };
+            return report;
+        }
+        Err(ResultsError::Unreadable(e)) => {
+            report.problem = format!("the test runner's results are unreadable ({e})");
+            return report;
+        }
+        Ok(r) => r,
+    };
+    if results.schema != RESULTS_SCHEMA || results.nonce != nonce {
+        report.problem = "the results file was not written by this run's test runner".into();
+        return report;
+    }
+    if !results.complete {
+        report.problem = "the test runner's results are incomplete".into();
+        return report;
+    }
+    report.results = true;
+    let outcomes: BTreeMap<&str, &str> = results.tests.iter().map(|t| (t.id.as_str(), t.outcome.as_str())).collect();
+    for outcome in outcomes.values() {
+        *report.counts.entry(outcome.to_string()).or_default() += 1;
+    }
+    report.tampered = results.tampered.clone();
+    for id in spec.required() {
+        match outcomes.get(id.as_str()) {
+            None => report.missing.push(id.clone()),
+            Some(&"passed") => {}
+            Some(other) => report.not_passed.push(format!("{id} ({other})")),
+        }
+    }
+    // Beyond the required ones, unittest's rule: skips and expected failures are fine,
+    // anything that failed is not.
+    let failing: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(**o, "failed" | "error" | "unexpected_success" | "not_run"))
+        .map(|(id, o)| format!("{id} ({o})"))
+        .collect();
+    let ran = outcomes.values().filter(|o| **o != "not_run" && **o != "skipped").count();
+    report.problem = if !report.tampered.is_empty() {
+        format!("the test runner was tampered with: {}", names(&report.tampered))
+    } else if !report.missing.is_empty() {
+        format!("{} required test(s) did not run: {}", report.missing.len(), names(&report.missing))
+    } else if !report.not_passed.is_empty() {
+        format!("{} required test(s) did not pass: {}", report.not_passed.len(), names(&report.not_passed))
+    } else if !failing.is_empty() {
+        format!("{} test(s) did not pass: {}", failing.len(), names(&failing))
+    } else if ran == 0 {
+        format!("no test ran (discovery in {}/ found none)", spec.start_dir)
+    } else if out.timed_out {
+        "the test runner timed out".into()
+    } else if out.exit_code != Some(0) {
+        format!("the test runner exited with {}", out.exit_code.map_or("a signal".into(), |c| format!("code {c}")))
+    } else {
+        String::new()
+    };
+    report
+}
+
+/// At most [`NAMES_SHOWN`] names, then how many more.
+fn names(list: &[String]) -> String {
+    let shown = list.iter().take(NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    match list.len().saturating_sub(NAMES_SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bench::{RunnerKind, TestSpec};
+
+    fn spec(f2p: &[&str], p2p: &[&str]) -> RunnerSpec {
+        RunnerSpec {
+            runner: RunnerKind::Unittest,
+            start_dir: "tests".into(),
+            fail_to_pass: f2p.iter().map(|s| s.to_string()).collect(),
+            pass_to_pass: p2p.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn exited(code: i32) -> CommandOutcome {
+        CommandOutcome {
+            exit_code: Some(code),
+            timed_out: false,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            truncated: false,
+            duration: Duration::from_millis(10),
+        }
+    }
+
+    fn results(tests: &[(&str, &str)]) -> Result<RunnerResults, ResultsError> {
+        let json = serde_json::json!({
+            "schema": 1,
+            "nonce": "n0",
+            "tests": tests.iter().map(|(id, o)| serde_json::json!({"id": id, "outcome": o})).collect::<Vec<_>>(),
+            "tampered": [],
+            "complete": true,
+        });
+        Ok(serde_json::from_value(json).unwrap())
+    }
+
+    const PASSING: &[(&str, &str)] =
+        &[("t.A.test_fix", "passed"), ("t.A.test_old", "passed"), ("t.A.test_skip", "skipped")];
+
+    #[test]
+    fn all_required_tests_passing_with_exit_zero_pass() {
+        let r = judge(&spec(&["t.A.test_fix"], &["t.A.test_old"]), &exited(0), results(PASSING), "n0");
+        assert_eq!(r.problem, "");
+        assert!(r.results);
+        assert_eq!(r.counts, [("passed".to_string(), 2), ("skipped".to_string(), 1)].into());
+        // Without lists, every test that ran must pass: a skipped one is fine.
+        assert_eq!(judge(&spec(&[], &[]), &exited(0), results(PASSING), "n0").problem, "");
+    }
+
+    #[test]
+    fn no_results_file_fails_and_says_the_code_exited_early() {
+        let r = judge(&spec(&["t.A.test_fix"], &[]), &exited(0), Err(ResultsError::Missing), "n0");
+        assert_eq!(
+            r.problem,
+            "the test runner wrote no results (the code under test exited or crashed before the tests finished)"
+        );
+        assert!(!r.results);
+        let bad = judge(&spec(&[], &[]), &exited(0), Err(ResultsError::Unreadable("EOF".into())), "n0");
+        assert_eq!(bad.problem, "the test runner's results are unreadable (EOF)");
+    }
+
+    #[test]
+    fn incomplete_or_foreign_results_fail() {
+        let mut r = results(PASSING).unwrap();
+        r.complete = false;
+        assert_eq!(judge(&spec(&[], &[]), &exited(0), Ok(r), "n0").problem, "the test runner's results are incomplete");
+        // A results file forged by the code under test does not know this run's nonce.
+        let forged = judge(&spec(&[], &[]), &exited(0), results(PASSING), "another");
+        assert_eq!(forged.problem, "the results file was not written by this run's test runner");
+    }
+
+    #[test]
+    fn a_tampered_runner_fails_even_when_everything_passed() {
+        let mut r = results(PASSING).unwrap();
+        r.tampered = vec!["TestCase.run".into()];
+        let report = judge(&spec(&["t.A.test_fix"], &[]), &exited(0), Ok(r), "n0");
+        assert_eq!(report.problem, "the test runner was tampered with: TestCase.run");
+        assert_eq!(report.tampered, ["TestCase.run"]);
+    }
+
+    #[test]
+    fn a_required_test_skipped_or_missing_fails_by_name() {
+        let tests = [("t.A.test_fix", "skipped"), ("t.A.test_old", "passed")];
+        let r = judge(&spec(&["t.A.test_fix"], &["t.A.test_old"]), &exited(0), results(&tests), "n0");
+        assert_eq!(r.problem, "1 required test(s) did not pass: t.A.test_fix (skipped)");
+        assert_eq!(r.not_passed, ["t.A.test_fix (skipped)"]);
+        let r = judge(&spec(&["t.A.test_fix"], &["t.A.gone"]), &exited(0), results(PASSING), "n0");
+        assert_eq!(r.problem, "1 required test(s) did not run: t.A.gone");
+        assert_eq!(r.missing, ["t.A.gone"]);
+    }
+
+    #[test]
+    fn failing_tests_no_tests_or_a_bad_exit_fail() {
+        let tests = [("t.A.test_fix", "passed"), ("t.B.test_x", "failed"), ("t.B.test_y", "error")];
+        let r = judge(&spec(&["t.A.test_fix"], &[]), &exited(1), results(&tests), "n0");
+        assert_eq!(r.problem, "2 test(s) did not pass: t.B.test_x (failed), t.B.test_y (error)");
+        let none = judge(&spec(&[], &[]), &exited(0), results(&[("t.A.test_skip", "skipped")]), "n0");
+        assert_eq!(none.problem, "no test ran (discovery in tests/ found none)");
+        let exit = judge(&spec(&[], &[]), &exited(3), results(PASSING), "n0");
+        assert_eq!(exit.problem, "the test runner exited with code 3");
+    }
+
+    #[test]
+    fn long_lists_of_names_are_cut() {
+        let list: Vec<String> = (1..=7).map(|i| format!("t{i}")).collect();
+        assert_eq!(names(&list), "t1, t2, t3 and 4 more");
+    }
+
+    /// The real runner on a real workspace, without a sandbox: results are written, a module
+    /// exiting at import leaves none, a monkeypatched runner is reported.
+    #[tokio::test]
+    async fn the_real_runner_reports_outcomes_and_catches_forgeries() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("tests")).unwrap();
+        std::fs::write(root.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+        std::fs::write(
+            root.join("tests/test_calc.py"),
+            "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n",
+        )
+        .unwrap();
+        let mut case = Case::sample();
+        let spec = spec(&["test_calc.T.test_add"], &["test_calc.T.test_zero"]);
+        case.tests = TestSpec::Runner(spec.clone());
+        let (out, report) = run(&case, &spec, &root, &Sandbox::None).await.unwrap();
+        assert_eq!(out.exit_code, Some(1));
+        assert_eq!(report.not_passed, ["test_calc.T.test_add (failed)"]);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Ran 2 tests in"), "{}", out.combined());
+
+        std::fs::write(root.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+        let (_, report) = run(&case, &spec, &root, &Sandbox::None).await.unwrap();
+        assert_eq!(report.problem, "");
+        assert_eq!(report.counts, [("passed".to_string(), 2)].into());
+
+        std::fs::write(root.join("calc.py"), "import os\nos._exit(0)\n").unwrap();
+        let (out, report) = run(&case, &spec, &root, &Sandbox::None).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "the forgery exits 0");
+        assert!(report.problem.starts_with("the test runner wrote no results"), "{}", report.problem);
+
+        std::fs::write(
+            root.join("calc.py"),
+            "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\ndef add(a, b):\n    return 0\n",
+        )
+        .unwrap();
+        let (_, report) = run(&case, &spec, &root, &Sandbox::None).await.unwrap();
+        assert_eq!(report.tampered, ["TestCase.assertEqual"]);
+    }
+}
