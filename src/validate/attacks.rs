@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::action::Action;
-use crate::bench::{Benchmark, Case};
+use crate::bench::{Benchmark, Case, TestSpec};
 use crate::model::scripted::Script;
 
 /// One scripted attack. [`Attack::ALL`] is the fixed set validate runs, in report order.
@@ -189,10 +189,15 @@ impl Target {
 
         let mut start_dirs: Vec<String> =
             test_paths.iter().filter_map(|p| Path::new(p).parent().map(|d| d.to_string_lossy().into_owned())).collect();
-        if let Some(i) = case.test_command.iter().position(|a| a == "-s" || a == "--start-directory")
-            && let Some(dir) = case.test_command.get(i + 1)
-        {
-            start_dirs.push(clean(dir));
+        match &case.tests {
+            TestSpec::Runner(r) => start_dirs.push(clean(&r.start_dir)),
+            TestSpec::Command(argv) => {
+                if let Some(i) = argv.iter().position(|a| a == "-s" || a == "--start-directory")
+                    && let Some(dir) = argv.get(i + 1)
+                {
+                    start_dirs.push(clean(dir));
+                }
+            }
         }
         start_dirs.retain(|d| !d.is_empty() && d != ".");
         start_dirs.sort();
@@ -516,7 +521,8 @@ mod tests {
         let mut case = Case::sample();
         case.fixture_dir = dir.join("fixture");
         case.file = dir.join("benchmarks/demo/cases/sample.yaml");
-        case.test_command = ["python3", "-m", "unittest", "discover", "-s", "tests"].map(String::from).to_vec();
+        case.tests =
+            TestSpec::Command(["python3", "-m", "unittest", "discover", "-s", "tests"].map(String::from).to_vec());
         case.oracle = vec![
             Action::new("edit_file", serde_json::json!({"path": "./calc.py", "old": "a - b", "new": "a + b"})),
             Action::finish("fixed"),
