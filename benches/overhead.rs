@@ -2,6 +2,9 @@
 //! sandbox on (bubblewrap, the default) and off (`--sandbox none`), against a floor that runs
 //! the same test and verifier commands directly, without a sandbox, at the same parallelism.
 //!
+//! The floor runs with the sandbox's environment (its PATH above all), so both sides start the
+//! same programs; the unsandboxed arm uses hcbench's PATH, as `--sandbox none` does.
+//!
 //! Targets: hcbench without a sandbox <= 1.15x the floor (DESIGN.md); with the sandbox, <= 1.10x
 //! the floor (issue 14). The three arms of a round run back to back, in an order that rotates
 //! from round to round, and each ratio is the median of the per-round ratios. Also prints the
@@ -57,13 +60,22 @@ fn main() {
                 // the same every round), directly in its workspaces, at the same parallelism.
                 // Round 0 runs its arms in order, so that run exists before any floor.
                 let work = commands_of(&scratch.path().join("round-0-arm-1"), &bench);
+                // The sandbox's environment, PATH included: the floor runs the very programs the
+                // sandboxed commands run (a PATH of hcbench's may find others first, such as a
+                // pyenv shim, which would make the comparison one of two Pythons).
+                let floor_env = hcbench::sandbox::child_env(&sandbox, &[]);
                 let t1 = Instant::now();
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().unwrap();
                 pool.install(|| {
                     use rayon::prelude::*;
                     work.par_iter().for_each(|(cwd, argvs)| {
                         for argv in argvs {
-                            let _ = std::process::Command::new(&argv[0]).args(&argv[1..]).current_dir(cwd).output();
+                            let _ = std::process::Command::new(&argv[0])
+                                .args(&argv[1..])
+                                .current_dir(cwd)
+                                .env_clear()
+                                .envs(floor_env.iter().cloned())
+                                .output();
                         }
                     })
                 });

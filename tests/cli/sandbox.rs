@@ -95,14 +95,22 @@ fn writes_outside_the_workspace_do_not_land_and_the_project_is_not_there() {
     let hook = s.path().join(".git/hooks/post-commit");
     let code = format!("open({:?}, 'w').write('x'); open({:?}, 'w').write('#!/bin/sh\\n')", target, hook);
     attack_case(&s, "write-out", &["python3", "-c", &code]);
+    // Through a program's own option, as `sort -o/abs` (the policy denies that spelling for the
+    // agent; a case's command, or a spelling the policy missed, meets only the sandbox).
+    let sorted = outside.path().join("sorted.txt");
+    let out_opt = format!("-o{}", sorted.display());
+    attack_case(&s, "sort-out", &["sort", &out_opt, "calc.py"]);
 
     assert!(attack_passed(&s, "write-out", "none"));
     assert!(target.exists() && hook.exists(), "without a sandbox both files are written");
-    std::fs::remove_file(&target).unwrap();
-    std::fs::remove_file(&hook).unwrap();
+    assert!(attack_passed(&s, "sort-out", "none") && sorted.exists());
+    for f in [&target, &hook, &sorted] {
+        std::fs::remove_file(f).unwrap();
+    }
 
     assert!(!attack_passed(&s, "write-out", "bubblewrap"));
-    assert!(!target.exists() && !hook.exists(), "the sandbox wrote neither file");
+    assert!(!attack_passed(&s, "sort-out", "bubblewrap"));
+    assert!(!target.exists() && !hook.exists() && !sorted.exists(), "the sandbox wrote no file outside");
 }
 
 #[test]
