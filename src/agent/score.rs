@@ -130,22 +130,43 @@ pub async fn run_verifier(
         // reads the workspace without changing it; the oracle, the cases and the project stay
         // out of its sight like out of the agent's.
         let argv = case.expand(cmd, workspace, Some(trace));
+        // A Python verifier runs through hcbench's wrapper, which proves the script finished
+        // (super::testrun::VerifierWrapper); its folder is private, like the test runner's.
+        let wrapper = match super::testrun::VerifierWrapper::for_argv(&argv) {
+            Ok(w) => w,
+            Err(e) => {
+                let msg = format!("cannot prepare hcbench's verifier wrapper: {e}");
+                checks.push(Check { name: "command".into(), passed: false, detail: msg.clone() });
+                return VerifierRun { passed: false, checks, metrics, timed_out, duration_ms, error: Some(msg) };
+            }
+        };
+        let mut mounts = vec![Mount::read_only(case.benchmark_dir().join("verifiers")), Mount::read_only(trace)];
+        mounts.extend(wrapper.as_ref().map(|w| w.mounts()).unwrap_or_default());
         let spec = CommandSpec {
             env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
             output_limit: 64 * 1024,
             workspace: Mount::read_only(workspace),
-            mounts: vec![Mount::read_only(case.benchmark_dir().join("verifiers")), Mount::read_only(trace)],
+            mounts,
             limits: case.limits,
-            ..CommandSpec::new(argv, workspace, case.timeout, sandbox)
+            ..CommandSpec::new(wrapper.as_ref().map_or(argv, |w| w.argv.clone()), workspace, case.timeout, sandbox)
         };
         match process::run(&spec).await {
             Ok(out) => {
                 timed_out = out.timed_out;
                 duration_ms = out.duration.as_millis() as u64;
-                let text = out.combined();
+                let mut text = out.combined();
+                let mut passed = out.success();
+                if let (true, Some(w)) = (passed, &wrapper)
+                    && !w.finished()
+                {
+                    passed = false;
+                    text = format!(
+                        "the verifier exited 0 before its script finished (the code under test ended the process early?)\n{text}"
+                    );
+                }
                 checks.push(Check {
                     name: "command".into(),
-                    passed: out.success(),
+                    passed,
                     detail: crate::util::truncate_str(&text, 4000).to_string(),
                 });
             }

@@ -114,6 +114,55 @@ fn nonce() -> String {
     crate::util::hex(&bytes)
 }
 
+pub const VERIFIER_WRAPPER: &str = include_str!("../runner/verifier_wrapper.py");
+
+/// A Python verifier (`[python3, SCRIPT.py, ...]`) run through hcbench's wrapper
+/// (`src/runner/verifier_wrapper.py`), which writes this run's nonce to a done file only when
+/// the script itself ended with status 0. Code under test that ends the verifier's process
+/// early (`os._exit(0)` at import) leaves no done file, so exit 0 alone does not pass. Other
+/// verifier commands run as they are.
+pub struct VerifierWrapper {
+    prepared: Prepared,
+    /// The wrapped command line.
+    pub argv: Vec<String>,
+}
+
+impl VerifierWrapper {
+    /// The wrapper for `argv` when it runs a Python script, else None.
+    pub fn for_argv(argv: &[String]) -> io::Result<Option<VerifierWrapper>> {
+        let python = argv.first().is_some_and(|p| p == "python3" || p == "python");
+        if !python || !argv.get(1).is_some_and(|a| a.ends_with(".py")) {
+            return Ok(None);
+        }
+        let prepared = Prepared::new()?;
+        std::fs::write(prepared.bin().join("verifier_wrapper.py"), VERIFIER_WRAPPER)?;
+        let s = |p: PathBuf| p.to_string_lossy().into_owned();
+        let mut wrapped = vec![
+            argv[0].clone(),
+            "-s".into(),
+            "-B".into(),
+            s(prepared.bin().join("verifier_wrapper.py")),
+            "--done".into(),
+            s(prepared.results_dir().join("done")),
+            "--nonce-file".into(),
+            s(prepared.results_dir().join("nonce")),
+            "--".into(),
+        ];
+        wrapped.extend(argv[1..].iter().cloned());
+        Ok(Some(VerifierWrapper { prepared, argv: wrapped }))
+    }
+
+    /// The wrapper's folder (read-only) and its done folder (writable).
+    pub fn mounts(&self) -> Vec<Mount> {
+        vec![Mount::read_only(self.prepared.bin()), Mount::writable(self.prepared.results_dir())]
+    }
+
+    /// Whether the script finished with status 0: the done file holds this run's nonce.
+    pub fn finished(&self) -> bool {
+        std::fs::read_to_string(self.prepared.results_dir().join("done")).is_ok_and(|d| d == self.prepared.nonce)
+    }
+}
+
 /// Reads a results file; a missing file is [`ResultsError::Missing`].
 pub fn read_results(path: &Path) -> Result<RunnerResults, ResultsError> {
     let bytes = match std::fs::read(path) {

@@ -152,3 +152,46 @@ fn a_runner_case_that_also_gives_a_test_command_is_refused_with_file_and_field()
         assert!(out.stderr.contains(needle), "missing {needle:?} in:\n{}", out.stderr);
     }
 }
+
+/// A Python verifier that imports the module under test used to exit 0 when the module ended
+/// the process at import; it now runs through hcbench's wrapper, which must see the script
+/// finish. The case's tests are a plain `true` here, so the verifier alone decides.
+#[test]
+fn a_python_verifier_ended_early_by_the_code_under_test_fails() {
+    let s = Scratch::new();
+    s.write(
+        "benchmarks/demo/verifiers/vcalc/check.py",
+        "import os, sys\nsys.path.insert(0, os.getcwd())\nfrom calc import add\nassert add(2, 3) == 5, 'add is wrong'\nprint('ok')\n",
+    );
+    let case = "id: vcalc\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: ['true']\nverifier:\n  command: [python3, '{benchmark_dir}/verifiers/vcalc/check.py']\n";
+    let fix =
+        "actions:\n  - tool: edit_file\n    args: {path: calc.py, old: 'a - b', new: 'a + b'}\n  - tool: finish\n";
+    s.case("vcalc", case, fix);
+    let run = |name: &str, oracle: &str| {
+        s.write("benchmarks/demo/oracle/vcalc.yaml", oracle);
+        let out = Test::new()
+            .root(s.path())
+            .args(&["run", "--benchmark", "demo", "--format", "json", "--out"])
+            .arg_path(&s.path().join(name))
+            .run();
+        by_cell(&out.json())["vcalc__oracle"].clone()
+    };
+    let honest = run("honest", fix);
+    assert_eq!(honest["outcome"], "passed", "{honest}");
+
+    let exit_early = "actions:\n  - tool: write_file\n    args: {path: calc.py, overwrite: true, content: \"import os\\nos._exit(0)\\n\"}\n  - tool: finish\n";
+    let cheat = run("cheat", exit_early);
+    assert_eq!(cheat["outcome"], "failed", "{cheat}");
+    assert_eq!(cheat["reward"], 0.0);
+    assert!(cheat["reason"].as_str().unwrap().contains("exited 0 before its script finished"), "{cheat}");
+
+    // A verifier that fails honestly still fails as its script did, its message in the trace.
+    let wrong = run("wrong", "actions:\n  - tool: finish\n");
+    assert_eq!(wrong["reason"], "verifier failed: command: exit code 1", "{wrong}");
+    let trace = events(&s.path().join("wrong/cells/vcalc__oracle/trace.jsonl"));
+    let verifier = of_kind(&trace, "verifier_result")[0];
+    assert!(
+        verifier["data"]["checks"][0]["detail"].as_str().unwrap().contains("AssertionError: add is wrong"),
+        "{verifier}"
+    );
+}
