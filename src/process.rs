@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 
-use crate::sandbox::{self, Limits, Mount, Sandbox};
+use crate::sandbox::{self, Limits, Mount, Sandbox, find_program};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -180,16 +180,6 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         tokio::time::timeout(Duration::from_secs(2), collect).await.unwrap_or(((Vec::new(), true), (Vec::new(), true)));
     let exit_code = status.and_then(|s| s.code());
     Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
-}
-
-/// `name` as the command's PATH `search` resolves it: a name with a slash is relative to `cwd`.
-fn find_program(name: &str, search: &str, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if name.contains('/') {
-        return Some(cwd.join(name)).filter(|p| is_exe(p));
-    }
-    std::env::split_paths(search).map(|d| d.join(name)).find(|p| is_exe(p))
 }
 
 /// Process groups of children still running, so a forced exit can kill them all.

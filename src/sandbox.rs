@@ -270,7 +270,7 @@ impl Sandbox {
 
 impl Bubblewrap {
     fn probe() -> Result<Bubblewrap, SandboxError> {
-        let program = find_program("bwrap").ok_or(SandboxError::Missing)?;
+        let program = find_on_path("bwrap").ok_or(SandboxError::Missing)?;
         let broken = |detail: String| SandboxError::Broken { program: program.clone(), detail };
         let version = std::process::Command::new(&program)
             .arg("--version")
@@ -345,16 +345,20 @@ fn system_paths() -> Vec<SystemPath> {
         .collect()
 }
 
-/// `name` on PATH (or `name` itself when it has a slash), when it is an executable file.
-pub fn find_program(name: &str) -> Option<PathBuf> {
+/// `name` as the PATH `search` resolves it, when it is an executable file; a name with a slash
+/// is relative to `cwd`.
+pub fn find_program(name: &str, search: impl AsRef<std::ffi::OsStr>, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if name.contains('/') {
-        let p = PathBuf::from(name);
-        return is_exe(&p).then_some(p);
+        return Some(cwd.join(name)).filter(|p| is_exe(p));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_exe(p))
+    std::env::split_paths(&search).map(|d| d.join(name)).find(|p| is_exe(p))
+}
+
+/// `name` on hcbench's own PATH.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    find_program(name, std::env::var_os("PATH")?, Path::new("."))
 }
 
 #[cfg(test)]

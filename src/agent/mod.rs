@@ -147,13 +147,12 @@ async fn work(
     started: Instant,
 ) -> io::Result<()> {
     let case = plan.case.as_ref();
-    let ws = ws.to_path_buf();
     let spec = plan.spec.as_ref();
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
     // which keeps the context's prefix stable (docs/context.md).
     let repo_map = if spec.repo_map && managed {
-        let index = repomap::RepoIndex::build(&ws);
+        let index = repomap::RepoIndex::build(ws);
         let stats = index.stats();
         rec.emit(EventBody::RepoMapBuilt {
             files: stats.files,
@@ -304,7 +303,7 @@ async fn work(
                 remember_refusal(rec, memory.as_mut(), step, &tool_name, &text)?;
                 observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
             }
-            Ok(call) => match policy::decide(&call, case, &ws) {
+            Ok(call) => match policy::decide(&call, case, ws) {
                 Decision::Deny(reason) => {
                     rec.emit(EventBody::PolicyDecision {
                         step,
@@ -334,7 +333,7 @@ async fn work(
                         invalid: false,
                     })?;
                     let t0 = Instant::now();
-                    let out = run_tool(plan, &call, &ws).await;
+                    let out = run_tool(plan, &call, ws).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
                     let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
                     for m in &out.modified {
@@ -381,7 +380,7 @@ async fn work(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, &ws, Some(trace_path), &plan.sandbox).await;
+        let tests = score::run_tests(case, ws, Some(trace_path), &plan.sandbox).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
@@ -409,7 +408,7 @@ async fn work(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let verifier = score::run_verifier(case, &ws, trace_path, &facts, &plan.sandbox).await;
+        let verifier = score::run_verifier(case, ws, trace_path, &facts, &plan.sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
             duration_ms: verifier.duration_ms,

@@ -101,6 +101,22 @@ pub enum PathError {
     Io { path: String, source: std::io::Error },
 }
 
+impl PathError {
+    /// True when the path cannot be used at all, whatever the file: it leaves the workspace (or
+    /// could, through a loop or a magic link), or the kernel cannot keep it beneath the root.
+    /// The policy denies these; any other error is the tool's to report when it runs.
+    pub fn leaves_workspace(&self) -> bool {
+        matches!(
+            self,
+            PathError::Absolute(_)
+                | PathError::ParentDir(_)
+                | PathError::Escapes(_)
+                | PathError::Loop(_)
+                | PathError::Unsupported(_)
+        )
+    }
+}
+
 /// "`.env` holds secrets", or "`notes.txt` resolves to `.env`, which holds secrets" when the
 /// kernel resolved the path to another name: the model learns which file it reached.
 fn named(path: &str, resolved: &str, as_given: &str, as_resolved: &str) -> String {

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use super::paths::{self, PathError, has_git_component, has_secret_component};
+use super::paths::{self, has_git_component, has_secret_component};
 use crate::action::Call;
 use crate::bench::Case;
 
@@ -129,13 +129,7 @@ pub fn decide(call: &Call, case: &Case, root: &Path) -> Decision {
 fn resolve(root: &Path, rel: &str) -> Result<Option<paths::Resolved>, String> {
     match paths::resolve(root, rel) {
         Ok(r) => Ok(Some(r)),
-        Err(
-            e @ (PathError::Absolute(_)
-            | PathError::ParentDir(_)
-            | PathError::Escapes(_)
-            | PathError::Loop(_)
-            | PathError::Unsupported(_)),
-        ) => Err(e.to_string()),
+        Err(e) if e.leaves_workspace() => Err(e.to_string()),
         Err(_) => Ok(None),
     }
 }
@@ -372,13 +366,7 @@ fn names_secret(root: &Path, spelling: &str) -> Result<bool, String> {
     match paths::resolve_existing(root, spelling) {
         Ok(Some(resolved)) => Ok(has_secret_component(spelling) || has_secret_component(&resolved)),
         Ok(None) => Ok(false),
-        Err(
-            e @ (PathError::Absolute(_)
-            | PathError::ParentDir(_)
-            | PathError::Escapes(_)
-            | PathError::Loop(_)
-            | PathError::Unsupported(_)),
-        ) => Err(e.to_string()),
+        Err(e) if e.leaves_workspace() => Err(e.to_string()),
         Err(_) => Ok(false),
     }
 }

@@ -72,22 +72,29 @@ pub enum ResultsError {
 /// A prepared run: the private folder, the script in it and where its results go.
 struct Prepared {
     dir: tempfile::TempDir,
+    /// The script's file name in `bin/`.
+    script: &'static str,
     nonce: String,
 }
 
 impl Prepared {
-    fn new() -> io::Result<Prepared> {
+    /// A fresh folder with `text` as `bin/<script>` and a nonce in `results/`.
+    fn new(script: &'static str, text: &str) -> io::Result<Prepared> {
         let dir = tempfile::Builder::new().prefix("hcbench-tests-").tempdir()?;
         std::fs::create_dir(dir.path().join("bin"))?;
         std::fs::create_dir(dir.path().join("results"))?;
-        std::fs::write(dir.path().join("bin/unittest_runner.py"), UNITTEST_RUNNER)?;
+        std::fs::write(dir.path().join("bin").join(script), text)?;
         let nonce = nonce();
         std::fs::write(dir.path().join("results/nonce"), &nonce)?;
-        Ok(Prepared { dir, nonce })
+        Ok(Prepared { dir, script, nonce })
     }
 
     fn bin(&self) -> PathBuf {
         self.dir.path().join("bin")
+    }
+
+    fn script_path(&self) -> String {
+        self.bin().join(self.script).to_string_lossy().into_owned()
     }
 
     fn results_dir(&self) -> PathBuf {
@@ -134,14 +141,13 @@ impl VerifierWrapper {
         if !python || !argv.get(1).is_some_and(|a| a.ends_with(".py")) {
             return Ok(None);
         }
-        let prepared = Prepared::new()?;
-        std::fs::write(prepared.bin().join("verifier_wrapper.py"), VERIFIER_WRAPPER)?;
+        let prepared = Prepared::new("verifier_wrapper.py", VERIFIER_WRAPPER)?;
         let s = |p: PathBuf| p.to_string_lossy().into_owned();
         let mut wrapped = vec![
             argv[0].clone(),
             "-s".into(),
             "-B".into(),
-            s(prepared.bin().join("verifier_wrapper.py")),
+            prepared.script_path(),
             "--done".into(),
             s(prepared.results_dir().join("done")),
             "--nonce-file".into(),
@@ -185,7 +191,7 @@ fn argv(spec: &RunnerSpec, prepared: &Prepared) -> Vec<String> {
         "python3".into(),
         "-s".into(),
         "-B".into(),
-        s(prepared.bin().join("unittest_runner.py")),
+        prepared.script_path(),
         "--start-dir".into(),
         spec.start_dir.clone(),
         "--results".into(),
@@ -203,7 +209,8 @@ pub async fn run(
     workspace: &Path,
     sandbox: &Sandbox,
 ) -> Result<(CommandOutcome, RunnerReport), String> {
-    let prepared = Prepared::new().map_err(|e| format!("cannot prepare hcbench's test runner: {e}"))?;
+    let prepared = Prepared::new("unittest_runner.py", UNITTEST_RUNNER)
+        .map_err(|e| format!("cannot prepare hcbench's test runner: {e}"))?;
     let cmd = CommandSpec {
         limits: case.limits,
         mounts: vec![Mount::read_only(prepared.bin()), Mount::writable(prepared.results_dir())],

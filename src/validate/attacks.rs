@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::action::Action;
+use crate::agent::paths::normalize;
 use crate::bench::{Benchmark, Case, TestSpec};
 use crate::model::scripted::Script;
 
@@ -173,12 +174,12 @@ impl Target {
         test_paths.dedup();
         let is_test = |p: &str| test_paths.iter().any(|t| t == p) || is_test_name(p);
 
-        let mut modules: Vec<String> = case
-            .oracle
+        let edits: Vec<&Action> =
+            case.oracle.iter().filter(|a| a.tool == "write_file" || a.tool == "edit_file").collect();
+        let mut modules: Vec<String> = edits
             .iter()
-            .filter(|a| a.tool == "write_file" || a.tool == "edit_file")
             .filter_map(|a| a.args.get("path").and_then(|p| p.as_str()))
-            .map(clean)
+            .map(normalize)
             .filter(|p| p.ends_with(".py") && !is_test(p))
             .collect();
         if modules.is_empty() {
@@ -190,12 +191,12 @@ impl Target {
         let mut start_dirs: Vec<String> =
             test_paths.iter().filter_map(|p| Path::new(p).parent().map(|d| d.to_string_lossy().into_owned())).collect();
         match &case.tests {
-            TestSpec::Runner(r) => start_dirs.push(clean(&r.start_dir)),
+            TestSpec::Runner(r) => start_dirs.push(normalize(&r.start_dir)),
             TestSpec::Command(argv) => {
                 if let Some(i) = argv.iter().position(|a| a == "-s" || a == "--start-directory")
                     && let Some(dir) = argv.get(i + 1)
                 {
-                    start_dirs.push(clean(dir));
+                    start_dirs.push(normalize(dir));
                 }
             }
         }
@@ -218,12 +219,7 @@ impl Target {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_file())
             .collect();
-        let oracle_edits = case
-            .oracle
-            .iter()
-            .filter(|a| a.tool == "write_file" || a.tool == "edit_file")
-            .map(|a| serde_json::json!({"tool": a.tool, "args": a.args}))
-            .collect();
+        let oracle_edits = edits.iter().map(|a| serde_json::json!({"tool": a.tool, "args": a.args})).collect();
         Target {
             modules: modules.iter().map(|m| (m.clone(), fixture(m))).collect(),
             test_files: test_paths.iter().map(|p| (p.clone(), fixture(p))).collect(),
@@ -289,15 +285,6 @@ fn write(path: &str, content: &str) -> Action {
 
 fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
-}
-
-/// A workspace path as the oracle may spell it (`./calc.py`), as collect_test_files does.
-fn clean(path: &str) -> String {
-    let mut p = path.trim();
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest;
-    }
-    p.trim_end_matches('/').to_string()
 }
 
 /// Test files by the conventions of unittest and pytest (`test*.py`, `*_test.py`), and the
@@ -596,7 +583,7 @@ mod tests {
     /// The generated Python is valid: every snippet compiles (a real python3, when there is one).
     #[test]
     fn the_python_the_attacks_write_compiles() {
-        let Some(python) = crate::sandbox::find_program("python3") else { return };
+        let Some(python) = crate::sandbox::find_on_path("python3") else { return };
         let dir = tempfile::tempdir().unwrap();
         let case = case_in(dir.path());
         let t = Target::of(dir.path(), &case);
@@ -613,7 +600,7 @@ mod tests {
 
     #[test]
     fn read_oracle_applies_the_oracle_only_when_it_can_read_it() {
-        let Some(python) = crate::sandbox::find_program("python3") else { return };
+        let Some(python) = crate::sandbox::find_on_path("python3") else { return };
         let dir = tempfile::tempdir().unwrap();
         let case = case_in(dir.path());
         let program = Target::of(dir.path(), &case).read_oracle_program();
