@@ -34,6 +34,7 @@ pub mod rundir;
 pub mod sandbox;
 pub mod settings;
 pub mod stats;
+pub mod supervisor;
 pub mod trace;
 pub mod trend;
 pub mod util;

@@ -3,6 +3,10 @@
 use clap::Parser;
 
 fn main() {
+    // A cell's supervisor (inside its sandbox): before anything else, and nothing else.
+    if std::env::args_os().nth(1).is_some_and(|a| a == hcbench::supervisor::ARG) {
+        hcbench::supervisor::serve();
+    }
     restore_sigpipe();
     let cli = hcbench::cli::Cli::parse();
     init_tracing(cli.verbose);

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 
-use crate::sandbox::{self, Limits, Mount, Sandbox, find_program};
+use crate::sandbox::{self, Limits, Mount, Sandbox, Session, find_program};
+use crate::supervisor;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -38,14 +39,15 @@ pub struct CommandSpec {
     /// The cell's workspace, bound at its own path: writable for the agent's commands and the
     /// tests, read-only for the verifier.
     pub workspace: Mount,
-    /// Further host paths the command may see (a verifier folder, a runner's results folder).
+    /// Further host paths the command may see (a verifier folder, a runner's results folder;
+    /// in a cell's sandbox, the cell's private folder, which [`CommandSpec::new`] adds).
     pub mounts: Vec<Mount>,
     pub limits: Limits,
 }
 
 impl CommandSpec {
-    /// `argv` in the writable workspace `cwd`, with the default limits and no extra
-    /// environment or mounts.
+    /// `argv` in the writable workspace `cwd`, with the default limits, no extra environment,
+    /// and no mounts but a cell's private folder when `sandbox` is a cell's.
     pub fn new(argv: Vec<String>, cwd: &Path, timeout: Duration, sandbox: &Sandbox) -> CommandSpec {
         CommandSpec {
             argv,
@@ -55,7 +57,7 @@ impl CommandSpec {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             sandbox: sandbox.clone(),
             workspace: Mount::writable(cwd),
-            mounts: Vec::new(),
+            mounts: sandbox.cell().map(|c| c.mounts()).unwrap_or_default(),
             limits: Limits::default(),
         }
     }
@@ -113,18 +115,31 @@ impl CommandOutcome {
 /// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
 pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     let program = spec.argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
-    let mut env = sandbox::child_env(&spec.sandbox, &spec.env);
-    // git stops looking for a repository at the workspace's parent: a fixture without a .git of
-    // its own is no repository, whatever folder it was copied into (the sandbox hides the
-    // parents anyway; this is for `--sandbox none`).
-    if let Some(parent) = spec.workspace.path.parent() {
-        env.push(("GIT_CEILING_DIRECTORIES".into(), parent.to_string_lossy().into_owned()));
-    }
+    let env = environment(spec);
     // A program that does not exist is an error of the case or the harness, not a failing
     // command: find it first, in the PATH the command gets, as the host would have said.
     let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
     if find_program(program, search, &spec.cwd).is_none() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("`{program}` not found")));
+    }
+    tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
+    if let Some(cell) = spec.sandbox.cell()
+        && let Some(session) = cell.take(&spec.workspace, &spec.mounts)?
+    {
+        match supervised(session, spec, env.clone()).await {
+            Supervised::Ran(outcome, Some(session)) => {
+                cell.give_back(*session);
+                return outcome;
+            }
+            Supervised::Ran(outcome, None) => return outcome,
+            Supervised::Unavailable(why) => {
+                // Nothing was run: the cell's commands get a sandbox each from now on.
+                tracing::warn!(
+                    "the cell's supervisor is not available ({why}); each command gets a sandbox of its own"
+                );
+                cell.mark_broken();
+            }
+        }
     }
     let (program, args) = spec.sandbox.wrap(&spec.argv, &spec.cwd, &spec.workspace, &spec.mounts);
     let limits = spec.limits;
@@ -144,7 +159,6 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         cmd.pre_exec(move || limits.apply());
     }
     let started = Instant::now();
-    tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     // If this future is dropped (the run was cancelled), the guard kills the whole group.
@@ -180,6 +194,111 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         tokio::time::timeout(Duration::from_secs(2), collect).await.unwrap_or(((Vec::new(), true), (Vec::new(), true)));
     let exit_code = status.and_then(|s| s.code());
     Ok(CommandOutcome { exit_code, timed_out, stdout, stderr, truncated: t1 || t2, duration })
+}
+
+/// Starts the cell's supervised sandbox ahead of its first command, when `spec.sandbox` is a
+/// cell's ([`crate::sandbox::CellSandbox`]); otherwise does nothing.
+pub fn prepare(spec: &CommandSpec) -> io::Result<()> {
+    match spec.sandbox.cell() {
+        Some(cell) => cell.prepare(&spec.workspace, &spec.mounts),
+        None => Ok(()),
+    }
+}
+
+/// The whole environment of `spec`'s command.
+fn environment(spec: &CommandSpec) -> Vec<(String, String)> {
+    let mut env = sandbox::child_env(&spec.sandbox, &spec.env);
+    // git stops looking for a repository at the workspace's parent: a fixture without a .git of
+    // its own is no repository, whatever folder it was copied into (the sandbox hides the
+    // parents anyway; this is for `--sandbox none`).
+    if let Some(parent) = spec.workspace.path.parent() {
+        env.push(("GIT_CEILING_DIRECTORIES".into(), parent.to_string_lossy().into_owned()));
+    }
+    env
+}
+
+/// How a command sent to a cell's supervisor went.
+enum Supervised {
+    /// It ran (or broke the sandbox: an error); the session, when it can serve again.
+    Ran(io::Result<CommandOutcome>, Option<Box<Session>>),
+    /// The supervisor did not answer as one: the command was not sent.
+    Unavailable(String),
+}
+
+/// Runs `spec` through the cell's supervisor ([`crate::supervisor`]).
+async fn supervised(mut session: Session, spec: &CommandSpec, env: Vec<(String, String)>) -> Supervised {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    if !session.greeted {
+        let mut line = String::new();
+        let greeting = tokio::time::timeout(Duration::from_secs(10), session.output.read_line(&mut line)).await;
+        match greeting {
+            Ok(Ok(_)) if line.trim_end() == supervisor::PROTOCOL => session.greeted = true,
+            Ok(Ok(0)) => return Supervised::Unavailable("it ended before its first line".into()),
+            Ok(Ok(_)) => return Supervised::Unavailable(format!("it said {:?}", line.trim_end())),
+            Ok(Err(e)) => return Supervised::Unavailable(e.to_string()),
+            Err(_) => return Supervised::Unavailable("it said nothing for 10 s".into()),
+        }
+    }
+    let request = supervisor::Request {
+        argv: spec.argv.clone(),
+        env,
+        cwd: spec.cwd.clone(),
+        timeout_ms: spec.timeout.as_millis() as u64,
+        output_limit: spec.output_limit,
+        limits: spec.limits,
+    };
+    let broken = |e: io::Error| Supervised::Ran(Err(io::Error::other(format!("the cell's sandbox broke: {e}"))), None);
+    let mut line = match serde_json::to_vec(&request) {
+        Ok(l) => l,
+        Err(e) => return broken(e.into()),
+    };
+    line.push(b'\n');
+    if let Err(e) = session.input.write_all(&line).await {
+        return broken(e);
+    }
+    tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "sent to the cell's supervisor");
+    let answer = async {
+        let mut header = String::new();
+        if session.output.read_line(&mut header).await? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the supervisor ended"));
+        }
+        let response: supervisor::Response = serde_json::from_str(&header)?;
+        let mut stdout = vec![0u8; response.stdout_len];
+        session.output.read_exact(&mut stdout).await?;
+        let mut stderr = vec![0u8; response.stderr_len];
+        session.output.read_exact(&mut stderr).await?;
+        Ok::<_, io::Error>((response, stdout, stderr))
+    };
+    // The supervisor enforces the timeout; this bounds a supervisor that stopped answering.
+    let (response, stdout, stderr) =
+        match tokio::time::timeout(spec.timeout + GRACE + Duration::from_secs(10), answer).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return broken(e),
+            Err(_) => {
+                let outcome = CommandOutcome {
+                    exit_code: None,
+                    timed_out: true,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    truncated: false,
+                    duration: spec.timeout,
+                };
+                return Supervised::Ran(Ok(outcome), None);
+            }
+        };
+    if let Some(e) = response.error {
+        return Supervised::Ran(Err(io::Error::other(e)), Some(Box::new(session)));
+    }
+    let outcome = CommandOutcome {
+        exit_code: response.exit_code,
+        timed_out: response.timed_out,
+        stdout,
+        stderr,
+        truncated: response.truncated,
+        duration: Duration::from_micros(response.duration_us),
+    };
+    tracing::debug!(argv = ?spec.argv, code = ?outcome.exit_code, timed_out = outcome.timed_out, "supervised command ended");
+    Supervised::Ran(Ok(outcome), Some(Box::new(session)))
 }
 
 /// Process groups of children still running, so a forced exit can kill them all.
@@ -297,7 +416,8 @@ mod tests {
     async fn the_child_sees_exactly_the_allowlisted_environment_with_and_without_a_sandbox() {
         let bwrap = Sandbox::resolve(crate::sandbox::SandboxChoice::Bubblewrap).expect("bubblewrap is installed");
         let dir = tempfile::tempdir().unwrap();
-        for sandbox in [Sandbox::None, bwrap] {
+        let cell = bwrap.for_cell().unwrap();
+        for sandbox in [Sandbox::None, bwrap, cell] {
             // `env -0` prints what the child really got, NUL-separated so any value survives.
             let extra = owned(&[("HCBENCH_CASE", "bugfix-1")]);
             let argv = vec!["env".to_string(), "-0".to_string()];
@@ -315,7 +435,7 @@ mod tests {
             let mut want: std::collections::BTreeMap<String, String> =
                 sandbox::child_env(&sandbox, &extra).into_iter().collect();
             want.insert("GIT_CEILING_DIRECTORIES".into(), dir.path().parent().unwrap().to_string_lossy().into_owned());
-            if let Sandbox::Bubblewrap(_) = sandbox {
+            if let Sandbox::Bubblewrap(_) | Sandbox::Cell(_) = sandbox {
                 // bwrap's --chdir sets PWD to the folder it enters, as a shell would.
                 want.insert("PWD".into(), dir.path().to_string_lossy().into_owned());
             }
@@ -323,6 +443,84 @@ mod tests {
             assert_eq!(seen["TZ"], "UTC");
             assert_eq!(seen["HCBENCH_CASE"], "bugfix-1");
         }
+    }
+
+    fn bubblewrap_cell() -> Sandbox {
+        let bwrap = Sandbox::resolve(crate::sandbox::SandboxChoice::Bubblewrap).expect("bubblewrap is installed");
+        let cell = bwrap.for_cell().unwrap();
+        assert!(cell.cell().is_some(), "cargo built the hcbench binary, which supervises a cell's sandbox");
+        cell
+    }
+
+    #[tokio::test]
+    async fn a_cells_commands_share_its_sandbox_and_nothing_of_one_command_is_left_for_the_next() {
+        let sandbox = bubblewrap_cell();
+        let cell = sandbox.cell().unwrap();
+        // Below /tmp, as workspaces are by default: the supervisor empties /tmp after each
+        // command, and must leave what is bound there alone.
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |script: &str| {
+            CommandSpec::new(
+                vec!["sh".into(), "-c".into(), script.into()],
+                dir.path(),
+                Duration::from_secs(20),
+                &sandbox,
+            )
+        };
+        prepare(&spec("")).unwrap();
+        assert_eq!(cell.started(), 1);
+        // The first command leaves a file in /tmp, one in the workspace, and a daemon behind.
+        let first = run(&spec("echo left > /tmp/left; echo kept > kept; setsid sleep 300 >/dev/null 2>&1 & echo $$"))
+            .await
+            .unwrap();
+        assert!(first.success(), "{}", first.combined());
+        let second = run(&spec("ls -A /tmp; cat kept; for p in /proc/[0-9]*; do cat $p/comm; done")).await.unwrap();
+        assert!(second.success(), "{}", second.combined());
+        let seen = String::from_utf8_lossy(&second.stdout).into_owned();
+        assert!(!seen.contains("left"), "the first command's /tmp is gone: {seen}");
+        assert!(!seen.contains("sleep"), "the first command's daemon was ended with it: {seen}");
+        assert!(seen.contains("kept"), "the workspace is untouched: {seen}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("kept")).unwrap(), "kept\n");
+        assert_eq!(cell.started(), 1, "both ran in the sandbox started once for the cell");
+        // A command with another set-up (the workspace read-only) gets a sandbox of its own.
+        let read_only = CommandSpec { workspace: Mount::read_only(dir.path()), ..spec("cat kept; touch new") };
+        let out = run(&read_only).await.unwrap();
+        assert!(!out.success(), "the workspace is read-only here: {}", out.combined());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("kept"));
+        assert_eq!(cell.started(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_command_in_a_cells_sandbox_times_out_and_keeps_its_arguments() {
+        let sandbox = bubblewrap_cell();
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        let script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)";
+        let argv = vec!["python3".into(), "-c".into(), script.into()];
+        let out = run(&CommandSpec::new(argv, dir.path(), Duration::from_millis(800), &sandbox)).await.unwrap();
+        assert!(out.timed_out, "{}", out.combined());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The sandbox serves on; arguments reach the command as they are.
+        let args = ["a b", "'\"$HOME\"'", "line\nbreak", "", "*"];
+        let mut argv =
+            vec!["python3".to_string(), "-c".into(), "import sys, json; print(json.dumps(sys.argv[1:]))".into()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        let out = run(&CommandSpec::new(argv, dir.path(), Duration::from_secs(20), &sandbox)).await.unwrap();
+        let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got, args);
+        assert_eq!(sandbox.cell().unwrap().started(), 1);
+        // Output is bounded there too, and the exit code kept.
+        let spec = CommandSpec {
+            output_limit: 1000,
+            ..CommandSpec::new(
+                ["python3", "-c", "import sys; print('x'*5000); sys.exit(3)"].map(String::from).to_vec(),
+                dir.path(),
+                Duration::from_secs(20),
+                &sandbox,
+            )
+        };
+        let out = run(&spec).await.unwrap();
+        assert_eq!((out.exit_code, out.stdout.len(), out.truncated), (Some(3), 1000, true));
     }
 
     #[tokio::test]

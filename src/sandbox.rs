@@ -9,7 +9,8 @@
 //!   empty `/tmp`; the system's programs and libraries are bound read-only; the project
 //!   repository, the benchmark folder, other cells and the user's home are simply not there;
 //! - its own pid namespace and `/proc`, so no other process's environment or memory can be
-//!   read, and every process it starts (daemons, double forks) dies with it: when the
+//!   read, and every process it starts (daemons, double forks) ends with it: a cell's
+//!   supervisor kills them all after each command ([`crate::supervisor`]), and when a
 //!   namespace's first process ends, the kernel kills the rest;
 //! - an environment built from an allowlist ([`child_env`]), never a copy of hcbench's;
 //! - resource limits ([`Limits`]) set before it starts.
@@ -19,13 +20,19 @@
 //! without the sandbox. `--sandbox none` is an explicit opt-out: commands then run directly,
 //! with the same environment allowlist and limits but no isolation, and every report says so.
 //!
+//! A cell sets its sandbox up once and runs its commands in it one at a time, through a
+//! supervisor that leaves nothing of one command for the next ([`CellSandbox`]); the verifier,
+//! which sees other paths, gets a sandbox of its own each time.
+//!
 //! A sandbox is resolved once per hcbench command ([`Sandbox::resolve`]): bubblewrap is found
 //! and probed by running one trivial command in it, so a machine where it cannot work (no
 //! package, user namespaces disabled) fails before any cell starts, with the fix in the error.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +120,9 @@ impl Isolation {
 #[derive(Debug, Clone)]
 pub enum Sandbox {
     Bubblewrap(Arc<Bubblewrap>),
+    /// bubblewrap for the commands of one cell: one sandbox, set up once, runs them one at a
+    /// time ([`CellSandbox`]).
+    Cell(Arc<CellSandbox>),
     None,
 }
 
@@ -212,14 +222,13 @@ impl Limits {
 /// of hcbench's own environment passes except PATH, and only without a sandbox, where the
 /// host's programs are what the command runs.
 pub fn child_env(sandbox: &Sandbox, extra: &[(String, String)]) -> Vec<(String, String)> {
-    let path = match sandbox {
-        Sandbox::Bubblewrap(_) => SANDBOX_PATH.to_string(),
-        Sandbox::None => std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.to_string()),
-    };
-    let tmp = match sandbox {
+    let (path, tmp) = match sandbox {
         // The sandbox's /tmp is private and empty.
-        Sandbox::Bubblewrap(_) => "/tmp".to_string(),
-        Sandbox::None => std::env::temp_dir().to_string_lossy().into_owned(),
+        Sandbox::Bubblewrap(_) | Sandbox::Cell(_) => (SANDBOX_PATH.to_string(), "/tmp".to_string()),
+        Sandbox::None => (
+            std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.to_string()),
+            std::env::temp_dir().to_string_lossy().into_owned(),
+        ),
     };
     let mut env: Vec<(String, String)> = [
         ("PATH", path.as_str()),
@@ -252,18 +261,47 @@ impl Sandbox {
     }
 
     pub fn info(&self) -> SandboxInfo {
+        match self.bubblewrap() {
+            Some(b) => SandboxInfo { mechanism: "bubblewrap".into(), version: Some(b.version.clone()) },
+            None => SandboxInfo::none(),
+        }
+    }
+
+    fn bubblewrap(&self) -> Option<&Arc<Bubblewrap>> {
         match self {
-            Sandbox::Bubblewrap(b) => SandboxInfo { mechanism: "bubblewrap".into(), version: Some(b.version.clone()) },
-            Sandbox::None => SandboxInfo::none(),
+            Sandbox::Bubblewrap(b) => Some(b),
+            Sandbox::Cell(c) => Some(&c.bubblewrap),
+            Sandbox::None => None,
+        }
+    }
+
+    /// The sandbox of one cell's commands: with bubblewrap and an hcbench binary to supervise
+    /// them, a [`CellSandbox`], whose private folder is removed when the last clone is
+    /// dropped; otherwise this sandbox itself.
+    pub fn for_cell(&self) -> std::io::Result<Sandbox> {
+        match self {
+            Sandbox::Bubblewrap(b) => match supervisor_program() {
+                Some(program) => Ok(Sandbox::Cell(Arc::new(CellSandbox::new(b.clone(), program)?))),
+                None => Ok(self.clone()),
+            },
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// The cell's sandboxes, when this is one cell's.
+    pub fn cell(&self) -> Option<&CellSandbox> {
+        match self {
+            Sandbox::Cell(c) => Some(c),
+            _ => None,
         }
     }
 
     /// The program and arguments that run `argv` in `cwd` inside the sandbox, with `workspace`
     /// bound (writable or not) and `mounts` beside it. Without a sandbox, `argv` itself.
     pub fn wrap(&self, argv: &[String], cwd: &Path, workspace: &Mount, mounts: &[Mount]) -> (OsString, Vec<OsString>) {
-        match self {
-            Sandbox::None => (argv[0].clone().into(), argv[1..].iter().map(OsString::from).collect()),
-            Sandbox::Bubblewrap(b) => (b.program.clone().into(), b.args(argv, cwd, workspace, mounts)),
+        match self.bubblewrap() {
+            None => (argv[0].clone().into(), argv[1..].iter().map(OsString::from).collect()),
+            Some(b) => (b.program.clone().into(), b.args(argv, cwd, workspace, mounts)),
         }
     }
 }
@@ -297,6 +335,18 @@ impl Bubblewrap {
     }
 
     fn args(&self, argv: &[String], cwd: &Path, workspace: &Mount, mounts: &[Mount]) -> Vec<OsString> {
+        self.args_with(&[], argv, cwd, workspace, mounts)
+    }
+
+    /// [`Bubblewrap::args`] with `extra` options before the command.
+    fn args_with(
+        &self,
+        extra: &[&std::ffi::OsStr],
+        argv: &[String],
+        cwd: &Path,
+        workspace: &Mount,
+        mounts: &[Mount],
+    ) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::with_capacity(64);
         let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
         // Every namespace (user, ipc, pid, net, uts, cgroup); the sandbox dies if hcbench does;
@@ -320,10 +370,170 @@ impl Bubblewrap {
             let how = if m.writable { "--bind" } else { "--ro-bind" };
             push(&[how.as_ref(), m.path.as_os_str(), m.path.as_os_str()]);
         }
+        push(extra);
         push(&["--chdir".as_ref(), cwd.as_os_str(), "--".as_ref()]);
         a.extend(argv.iter().map(OsString::from));
         a
     }
+}
+
+/// The sandbox of one cell's commands: one sandbox, set up once, runs the agent's commands and
+/// the tests, each through the supervisor ([`crate::supervisor`]) that is its first process.
+/// A command that needs another set-up (the verifier: the workspace read-only, more paths)
+/// gets a sandbox of its own, as with [`Sandbox::Bubblewrap`].
+///
+/// The cell's private folder holds hcbench's scripts (`bin/`, read-only inside) and a folder per
+/// test or verifier run (`runs/`, writable inside, each run with its own nonce); the cell's
+/// sandboxes all bind both.
+#[derive(Debug)]
+pub struct CellSandbox {
+    bubblewrap: Arc<Bubblewrap>,
+    /// The hcbench binary that serves as supervisor.
+    supervisor: PathBuf,
+    dir: tempfile::TempDir,
+    /// The supervised sandbox, while no command uses it; taken out for each command, so a
+    /// command that is cancelled takes it down with it.
+    session: Mutex<Option<Session>>,
+    /// Set once a supervisor could not start: the cell's commands then get a sandbox each.
+    broken: AtomicBool,
+    started: AtomicUsize,
+}
+
+/// A supervised sandbox: bwrap, with the supervisor inside as its pid 1. Dropped, it is killed
+/// with everything in it.
+#[derive(Debug)]
+pub struct Session {
+    /// The workspace as bound, and the other mounts: what a command must need to run in it.
+    pub workspace: Mount,
+    pub mounts: Vec<Mount>,
+    /// bwrap; killed when dropped.
+    pub child: tokio::process::Child,
+    /// Requests go in here.
+    pub input: tokio::process::ChildStdin,
+    /// Responses come out here.
+    pub output: tokio::io::BufReader<tokio::process::ChildStdout>,
+    /// Whether the supervisor's first line was read and matched [`crate::supervisor::PROTOCOL`].
+    pub greeted: bool,
+}
+
+/// Where the supervisor's binary is bound inside.
+const SUPERVISOR_INSIDE: &str = "/run/hcbench/supervisor";
+
+impl CellSandbox {
+    fn new(bubblewrap: Arc<Bubblewrap>, supervisor: PathBuf) -> std::io::Result<CellSandbox> {
+        let dir = tempfile::Builder::new().prefix("hcbench-cell-").tempdir()?;
+        std::fs::create_dir(dir.path().join("bin"))?;
+        std::fs::create_dir(dir.path().join("runs"))?;
+        Ok(CellSandbox {
+            bubblewrap,
+            supervisor,
+            dir,
+            session: Mutex::default(),
+            broken: AtomicBool::new(false),
+            started: AtomicUsize::new(0),
+        })
+    }
+
+    /// hcbench's scripts (the test runner, the verifier wrapper): read-only inside.
+    pub fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// Where the test and verifier runs keep their nonce and results, a folder each.
+    pub fn runs(&self) -> PathBuf {
+        self.dir.path().join("runs")
+    }
+
+    /// What every sandbox of the cell binds besides the workspace.
+    pub fn mounts(&self) -> Vec<Mount> {
+        vec![Mount::read_only(self.bin()), Mount::writable(self.runs())]
+    }
+
+    /// The supervised sandbox for a command with these mounts, started now if there is none
+    /// yet; None when the command needs a sandbox of its own (other mounts, or no supervisor).
+    pub fn take(&self, workspace: &Mount, mounts: &[Mount]) -> std::io::Result<Option<Session>> {
+        if self.broken.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut slot = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = slot.take() {
+            if &s.workspace == workspace && s.mounts == mounts {
+                return Ok(Some(s));
+            }
+            *slot = Some(s);
+            return Ok(None);
+        }
+        self.start(workspace, mounts).map(Some)
+    }
+
+    /// Puts back a session that finished its command cleanly.
+    pub fn give_back(&self, session: Session) {
+        *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session);
+    }
+
+    /// Starts the supervised sandbox ahead of the first command, which then finds it set up.
+    pub fn prepare(&self, workspace: &Mount, mounts: &[Mount]) -> std::io::Result<()> {
+        if let Some(s) = self.take(workspace, mounts)? {
+            self.give_back(s);
+        }
+        Ok(())
+    }
+
+    /// The supervisor could not start or spoke another protocol: from now on every command of
+    /// the cell gets a sandbox of its own.
+    pub fn mark_broken(&self) {
+        self.broken.store(true, Ordering::Relaxed);
+    }
+
+    /// How many supervised sandboxes this cell has started so far.
+    pub fn started(&self) -> usize {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    fn start(&self, workspace: &Mount, mounts: &[Mount]) -> std::io::Result<Session> {
+        let argv = [SUPERVISOR_INSIDE.to_string(), crate::supervisor::ARG.to_string()];
+        let extra: [&std::ffi::OsStr; 4] =
+            ["--as-pid-1".as_ref(), "--ro-bind".as_ref(), self.supervisor.as_os_str(), SUPERVISOR_INSIDE.as_ref()];
+        let args = self.bubblewrap.args_with(&extra, &argv, &workspace.path, workspace, mounts);
+        let mut cmd = tokio::process::Command::new(&self.bubblewrap.program);
+        cmd.args(args)
+            .current_dir(&workspace.path)
+            .env_clear()
+            .envs(child_env(&Sandbox::Bubblewrap(self.bubblewrap.clone()), &[]))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the supervisor's pipes are missing"));
+        };
+        self.started.fetch_add(1, Ordering::Relaxed);
+        Ok(Session {
+            workspace: workspace.clone(),
+            mounts: mounts.to_vec(),
+            child,
+            input,
+            output: tokio::io::BufReader::new(output),
+            greeted: false,
+        })
+    }
+}
+
+/// The hcbench binary that can serve as a cell's supervisor: `HCBENCH_SUPERVISOR`, or the
+/// running program when it is hcbench, or an `hcbench` beside it or one folder up (where
+/// cargo puts the binary for tests and benches, whose own programs are in `deps/`).
+fn supervisor_program() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HCBENCH_SUPERVISOR") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    if exe.file_name().is_some_and(|n| n == "hcbench") {
+        return Some(exe);
+    }
+    let dir = exe.parent()?;
+    [dir.join("hcbench"), dir.parent()?.join("hcbench")].into_iter().find(|p| p.is_file())
 }
 
 /// How /usr, /bin, /lib... exist on this host: a merged-/usr system has /bin -> usr/bin, which

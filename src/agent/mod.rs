@@ -121,7 +121,22 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     // turns, the tools, the tests and the verifier. Whatever the cell is waiting on when it
     // runs out (a model that does not answer, a command), its future is dropped, which kills
     // its process groups; the trace then gets the ending the loop could not write.
-    match tokio::time::timeout(case.cell_timeout, work(plan, &mut rec, provider, &ws, &trace_path, started)).await {
+    // The cell's own sandbox, set up once for its commands (sandbox::CellSandbox).
+    let sandbox = match plan.sandbox.for_cell() {
+        Ok(s) => s,
+        Err(e) => {
+            rec.emit(EventBody::RunFinished {
+                outcome: Outcome::HarnessError,
+                reward: 0.0,
+                stop_reason: "sandbox_error".into(),
+                reason: format!("cannot make the cell's private folder for its sandbox: {e}"),
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            })?;
+            return Ok(finish(rec));
+        }
+    };
+    let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox };
+    match tokio::time::timeout(case.cell_timeout, work(&cell, &mut rec, provider, started)).await {
         Ok(ended) => ended?,
         Err(_) => rec.emit(EventBody::RunFinished {
             outcome: Outcome::Timeout,
@@ -137,16 +152,28 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     Ok(finish(rec))
 }
 
+/// What a running cell works with.
+struct Cell<'a> {
+    plan: &'a CellPlan,
+    ws: &'a Path,
+    trace: &'a Path,
+    /// The cell's sandbox ([`Sandbox::for_cell`]).
+    sandbox: &'a Sandbox,
+}
+
 /// The agent loop and the scoring of one cell, up to and including its `run_finished`.
 async fn work(
-    plan: &CellPlan,
+    cell: &Cell<'_>,
     rec: &mut Recorder,
     mut provider: Box<dyn crate::model::Provider>,
-    ws: &Path,
-    trace_path: &Path,
     started: Instant,
 ) -> io::Result<()> {
+    let Cell { plan, ws, trace: trace_path, sandbox } = *cell;
     let case = plan.case.as_ref();
+    // The cell's sandbox sets itself up while the loop starts.
+    if let Err(e) = score::prepare_commands(case, ws, sandbox) {
+        tracing::warn!("cannot start the cell's sandbox: {e}");
+    }
     let spec = plan.spec.as_ref();
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
@@ -333,7 +360,7 @@ async fn work(
                         invalid: false,
                     })?;
                     let t0 = Instant::now();
-                    let out = run_tool(plan, &call, ws).await;
+                    let out = run_tool(cell, &call).await;
                     let duration_ms = t0.elapsed().as_millis() as u64;
                     let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
                     for m in &out.modified {
@@ -380,7 +407,7 @@ async fn work(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, ws, Some(trace_path), &plan.sandbox).await;
+        let tests = score::run_tests(case, ws, Some(trace_path), sandbox).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
@@ -408,7 +435,7 @@ async fn work(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let verifier = score::run_verifier(case, ws, trace_path, &facts, &plan.sandbox).await;
+        let verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
             duration_ms: verifier.duration_ms,
@@ -430,11 +457,11 @@ async fn work(
 /// ever block (a file system that hangs), only that thread waits, and the cell's wall-clock
 /// limit and Ctrl-C still end the cell, which awaits the thread, not the call. Commands stay
 /// on the cell's own future, so dropping it kills their process groups.
-async fn run_tool(plan: &CellPlan, call: &Call, ws: &Path) -> ToolOutput {
+async fn run_tool(cell: &Cell<'_>, call: &Call) -> ToolOutput {
     if matches!(call.tool(), Tool::RunTests | Tool::RunCommand) {
-        return tools::execute(call, &plan.case, ws, &plan.sandbox).await;
+        return tools::execute(call, &cell.plan.case, cell.ws, cell.sandbox).await;
     }
-    let (call, case, ws, sandbox) = (call.clone(), plan.case.clone(), ws.to_path_buf(), plan.sandbox.clone());
+    let (call, case, ws, sandbox) = (call.clone(), cell.plan.case.clone(), cell.ws.to_path_buf(), cell.sandbox.clone());
     let runtime = tokio::runtime::Handle::current();
     match tokio::task::spawn_blocking(move || runtime.block_on(tools::execute(&call, &case, &ws, &sandbox))).await {
         Ok(out) => out,

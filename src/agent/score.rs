@@ -76,11 +76,36 @@ pub async fn run_tests(case: &Case, workspace: &Path, trace: Option<&Path>, sand
         },
         TestSpec::Command(argv) => {
             let argv = case.expand(argv, workspace, trace);
-            let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv, workspace, case.timeout, sandbox) };
+            let spec = command_spec(case, argv, workspace, sandbox);
             let result = process::run(&spec).await.map_err(|e| format!("cannot start `{}`: {e}", spec.argv[0]));
             TestRun { result, runner: None }
         }
     }
+}
+
+/// How the agent's commands and the tests run in `workspace`: all in the cell's supervised
+/// sandbox ([`crate::sandbox::CellSandbox`]).
+pub fn command_spec(case: &Case, argv: Vec<String>, workspace: &Path, sandbox: &Sandbox) -> CommandSpec {
+    CommandSpec { limits: case.limits, ..CommandSpec::new(argv, workspace, case.timeout, sandbox) }
+}
+
+/// Starts the cell's supervised sandbox ahead of its first command (a cell's sandbox only).
+pub fn prepare_commands(case: &Case, workspace: &Path, sandbox: &Sandbox) -> std::io::Result<()> {
+    process::prepare(&command_spec(case, Vec::new(), workspace, sandbox))
+}
+
+/// The verifier may read the benchmark's verifier folder and the cell's trace, and reads the
+/// workspace without changing it; the oracle, the cases and the project stay out of its sight
+/// like out of the agent's.
+fn verifier_spec(case: &Case, workspace: &Path, trace: &Path, argv: Vec<String>, sandbox: &Sandbox) -> CommandSpec {
+    let mut spec = CommandSpec {
+        env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
+        output_limit: 64 * 1024,
+        workspace: Mount::read_only(workspace),
+        ..command_spec(case, argv, workspace, sandbox)
+    };
+    spec.mounts.extend([Mount::read_only(case.benchmark_dir().join("verifiers")), Mount::read_only(trace)]);
+    spec
 }
 
 pub async fn run_verifier(
@@ -126,13 +151,10 @@ pub async fn run_verifier(
         metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
-        // The verifier may read the benchmark's verifier folder and the cell's trace, and
-        // reads the workspace without changing it; the oracle, the cases and the project stay
-        // out of its sight like out of the agent's.
         let argv = case.expand(cmd, workspace, Some(trace));
         // A Python verifier runs through hcbench's wrapper, which proves the script finished
         // (super::testrun::VerifierWrapper); its folder is private, like the test runner's.
-        let wrapper = match super::testrun::VerifierWrapper::for_argv(&argv) {
+        let wrapper = match super::testrun::VerifierWrapper::for_argv(&argv, sandbox) {
             Ok(w) => w,
             Err(e) => {
                 let msg = format!("cannot prepare hcbench's verifier wrapper: {e}");
@@ -140,16 +162,9 @@ pub async fn run_verifier(
                 return VerifierRun { passed: false, checks, metrics, timed_out, duration_ms, error: Some(msg) };
             }
         };
-        let mut mounts = vec![Mount::read_only(case.benchmark_dir().join("verifiers")), Mount::read_only(trace)];
-        mounts.extend(wrapper.as_ref().map(|w| w.mounts()).unwrap_or_default());
-        let spec = CommandSpec {
-            env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
-            output_limit: 64 * 1024,
-            workspace: Mount::read_only(workspace),
-            mounts,
-            limits: case.limits,
-            ..CommandSpec::new(wrapper.as_ref().map_or(argv, |w| w.argv.clone()), workspace, case.timeout, sandbox)
-        };
+        let mut spec =
+            verifier_spec(case, workspace, trace, wrapper.as_ref().map_or(argv, |w| w.argv.clone()), sandbox);
+        spec.mounts.extend(wrapper.as_ref().map(|w| w.mounts()).unwrap_or_default());
         match process::run(&spec).await {
             Ok(out) => {
                 timed_out = out.timed_out;

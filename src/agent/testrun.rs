@@ -5,10 +5,12 @@
 //! a Python script it ships (`src/runner/unittest_runner.py`, embedded in the binary) and
 //! judges the per-test results that script writes, not the exit code alone.
 //!
-//! Every run gets a fresh private folder outside the workspace (under the system temp folder,
-//! removed afterwards), holding the script in `bin/`, bound read-only into the sandbox, and
-//! `results/`, the only place besides the workspace the test command may write. hcbench puts a
-//! random nonce file in `results/`; the runner reads and removes it before importing any test
+//! Every run gets a fresh private folder outside the workspace, removed afterwards: in the
+//! cell's private folder when the cell has a sandbox of its own (`sandbox::CellSandbox`, which
+//! binds `bin/` read-only and `runs/` writable), else under the system temp folder, bound for
+//! this command alone. The script is in `bin/`; the run's folder is made after every
+//! earlier command of the cell ended, so nothing the agent ran can have written to it. hcbench
+//! puts a random nonce file in its `results/`; the runner reads and removes it before importing any test
 //! module and copies the nonce into its results, so a results file written by the code under
 //! test does not carry it. The results are judged by [`judge`], a plain function: tests passed
 //! iff the command exited 0, the results are complete, carry the nonce, report no tampering,
@@ -69,32 +71,50 @@ pub enum ResultsError {
     Unreadable(String),
 }
 
-/// A prepared run: the private folder, the script in it and where its results go.
+/// A prepared run: its private folder, the script it runs and where its results go.
 struct Prepared {
+    /// The run's own folder, removed when dropped: `results/`, with the nonce.
     dir: tempfile::TempDir,
-    /// The script's file name in `bin/`.
+    /// The folder of the script.
+    bin: PathBuf,
+    /// The script's file name in `bin`.
     script: &'static str,
     nonce: String,
+    /// What the command must bind to reach `bin` and `results/`: nothing in a cell's sandbox,
+    /// which binds the cell's private folder that both are in.
+    mounts: Vec<Mount>,
 }
 
 impl Prepared {
-    /// A fresh folder with `text` as `bin/<script>` and a nonce in `results/`.
-    fn new(script: &'static str, text: &str) -> io::Result<Prepared> {
-        let dir = tempfile::Builder::new().prefix("hcbench-tests-").tempdir()?;
-        std::fs::create_dir(dir.path().join("bin"))?;
+    /// A fresh folder for one run, with a nonce in `results/`, and `text` as the script: in the
+    /// cell's private folder when `sandbox` is a cell's (the script is written once per cell),
+    /// else in a folder of its own under the system temp folder.
+    fn new(sandbox: &Sandbox, script: &'static str, text: &str) -> io::Result<Prepared> {
+        let (dir, bin, mounts) = match sandbox.cell() {
+            Some(cell) => {
+                let bin = cell.bin();
+                if !bin.join(script).exists() {
+                    std::fs::write(bin.join(script), text)?;
+                }
+                (tempfile::Builder::new().prefix("run-").tempdir_in(cell.runs())?, bin, Vec::new())
+            }
+            None => {
+                let dir = tempfile::Builder::new().prefix("hcbench-tests-").tempdir()?;
+                let bin = dir.path().join("bin");
+                std::fs::create_dir(&bin)?;
+                std::fs::write(bin.join(script), text)?;
+                let mounts = vec![Mount::read_only(&bin), Mount::writable(dir.path().join("results"))];
+                (dir, bin, mounts)
+            }
+        };
         std::fs::create_dir(dir.path().join("results"))?;
-        std::fs::write(dir.path().join("bin").join(script), text)?;
         let nonce = nonce();
         std::fs::write(dir.path().join("results/nonce"), &nonce)?;
-        Ok(Prepared { dir, script, nonce })
-    }
-
-    fn bin(&self) -> PathBuf {
-        self.dir.path().join("bin")
+        Ok(Prepared { dir, bin, script, nonce, mounts })
     }
 
     fn script_path(&self) -> String {
-        self.bin().join(self.script).to_string_lossy().into_owned()
+        self.bin.join(self.script).to_string_lossy().into_owned()
     }
 
     fn results_dir(&self) -> PathBuf {
@@ -136,12 +156,12 @@ pub struct VerifierWrapper {
 
 impl VerifierWrapper {
     /// The wrapper for `argv` when it runs a Python script, else None.
-    pub fn for_argv(argv: &[String]) -> io::Result<Option<VerifierWrapper>> {
+    pub fn for_argv(argv: &[String], sandbox: &Sandbox) -> io::Result<Option<VerifierWrapper>> {
         let python = argv.first().is_some_and(|p| p == "python3" || p == "python");
         if !python || !argv.get(1).is_some_and(|a| a.ends_with(".py")) {
             return Ok(None);
         }
-        let prepared = Prepared::new("verifier_wrapper.py", VERIFIER_WRAPPER)?;
+        let prepared = Prepared::new(sandbox, "verifier_wrapper.py", VERIFIER_WRAPPER)?;
         let s = |p: PathBuf| p.to_string_lossy().into_owned();
         let mut wrapped = vec![
             argv[0].clone(),
@@ -158,9 +178,10 @@ impl VerifierWrapper {
         Ok(Some(VerifierWrapper { prepared, argv: wrapped }))
     }
 
-    /// The wrapper's folder (read-only) and its done folder (writable).
+    /// What the verifier must bind besides its own mounts: the wrapper's folder (read-only)
+    /// and its done folder (writable).
     pub fn mounts(&self) -> Vec<Mount> {
-        vec![Mount::read_only(self.prepared.bin()), Mount::writable(self.prepared.results_dir())]
+        self.prepared.mounts.clone()
     }
 
     /// Whether the script finished with status 0: the done file holds this run's nonce.
@@ -209,13 +230,13 @@ pub async fn run(
     workspace: &Path,
     sandbox: &Sandbox,
 ) -> Result<(CommandOutcome, RunnerReport), String> {
-    let prepared = Prepared::new("unittest_runner.py", UNITTEST_RUNNER)
+    let prepared = Prepared::new(sandbox, "unittest_runner.py", UNITTEST_RUNNER)
         .map_err(|e| format!("cannot prepare hcbench's test runner: {e}"))?;
-    let cmd = CommandSpec {
+    let mut cmd = CommandSpec {
         limits: case.limits,
-        mounts: vec![Mount::read_only(prepared.bin()), Mount::writable(prepared.results_dir())],
         ..CommandSpec::new(argv(spec, &prepared), workspace, case.timeout, sandbox)
     };
+    cmd.mounts.extend(prepared.mounts.iter().cloned());
     let out = process::run(&cmd).await.map_err(|e| format!("cannot start hcbench's test runner (python3): {e}"))?;
     let report = judge(spec, &out, prepared.read(), &prepared.nonce);
     Ok((out, report))

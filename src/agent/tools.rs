@@ -27,7 +27,7 @@ use super::paths::{self, Access, PathError, is_secret_name, normalize};
 use super::repomap::{RepoIndex, RepoMapView};
 use crate::action::Call;
 use crate::bench::Case;
-use crate::process::{self, CommandSpec};
+use crate::process;
 use crate::sandbox::Sandbox;
 
 /// What a tool produced.
@@ -327,8 +327,7 @@ pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 async fn run_command(case: &Case, root: &Path, argv: &[String], sandbox: &Sandbox) -> ToolOutput {
-    let spec = CommandSpec { limits: case.limits, ..CommandSpec::new(argv.to_vec(), root, case.timeout, sandbox) };
-    match process::run(&spec).await {
+    match process::run(&super::score::command_spec(case, argv.to_vec(), root, sandbox)).await {
         Ok(out) => {
             let text = mask_durations(&out.combined()).into_owned();
             ToolOutput { ok: out.success(), text, ..Default::default() }
