@@ -8,6 +8,7 @@ fn main() {
         hcbench::supervisor::serve();
     }
     restore_sigpipe();
+    hcbench::sandbox::close_inherited_descriptors();
     let cli = hcbench::cli::Cli::parse();
     init_tracing(cli.verbose);
     let code = match hcbench::commands::dispatch(cli) {

@@ -491,6 +491,68 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_supervisor_is_out_of_its_commands_reach() {
+        let sandbox = bubblewrap_cell();
+        let dir = tempfile::tempdir().unwrap();
+        let sh = |script: &str| {
+            CommandSpec::new(
+                vec!["sh".into(), "-c".into(), script.into()],
+                dir.path(),
+                Duration::from_secs(20),
+                &sandbox,
+            )
+        };
+        // Its pipes to hcbench, its memory and its environment are closed; signals do nothing;
+        // the sandbox's root and the folders a command leaves in /tmp are no way to persist.
+        let script = concat!(
+            "readlink /proc/1/fd/1 && echo fds-open; echo x > /proc/1/fd/1 && echo wrote-pipe; ",
+            "cat /proc/1/environ >/dev/null && echo environ-open; kill -KILL 1; kill -TERM 1; kill -STOP 1; ",
+            "touch /persist && echo root-writable; ",
+            "mkdir -p /tmp/locked/deep && touch /tmp/locked/deep/f && chmod 000 /tmp/locked; echo done"
+        );
+        let out = run(&sh(script)).await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.ends_with("done\n"), "{}", out.combined());
+        for leak in ["fds-open", "wrote-pipe", "environ-open", "root-writable"] {
+            assert!(!text.contains(leak), "{leak}: {}", out.combined());
+        }
+        let after = run(&sh("test -e /tmp/locked && echo locked-left; echo served")).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&after.stdout), "served\n", "{}", after.combined());
+        assert_eq!(sandbox.cell().unwrap().started(), 1, "the same supervisor served both");
+    }
+
+    #[tokio::test]
+    async fn no_command_has_a_capability_to_make_a_read_only_bind_writable() {
+        let bwrap = Sandbox::resolve(crate::sandbox::SandboxChoice::Bubblewrap).expect("bubblewrap is installed");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), "orig").unwrap();
+        let ws = dir.path().to_string_lossy().into_owned();
+        let script = format!(
+            "grep CapEff /proc/self/status; mount -o remount,rw,bind {ws} && echo remounted; \
+             mount -o remount,rw,bind /usr && echo usr-remounted; echo changed > {ws}/f; \
+             unshare -Urm true && echo new-user-namespace; true"
+        );
+        for sandbox in [bwrap.clone(), bubblewrap_cell()] {
+            let spec = CommandSpec {
+                workspace: Mount::read_only(dir.path()),
+                ..CommandSpec::new(
+                    vec!["sh".into(), "-c".into(), script.clone()],
+                    dir.path(),
+                    Duration::from_secs(20),
+                    &sandbox,
+                )
+            };
+            let out = run(&spec).await.unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(text.contains("CapEff:\t0000000000000000"), "{}", out.combined());
+            for escape in ["remounted", "new-user-namespace"] {
+                assert!(!text.contains(escape), "{escape}: {}", out.combined());
+            }
+            assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "orig");
+        }
+    }
+
+    #[tokio::test]
     async fn a_command_in_a_cells_sandbox_times_out_and_keeps_its_arguments() {
         let sandbox = bubblewrap_cell();
         let dir = tempfile::tempdir().unwrap();

@@ -352,6 +352,10 @@ impl Bubblewrap {
         // Every namespace (user, ipc, pid, net, uts, cgroup); the sandbox dies if hcbench does;
         // a new session so nothing inside can push keystrokes into a terminal (TIOCSTI).
         push(&["--unshare-all".as_ref(), "--die-with-parent".as_ref(), "--new-session".as_ref()]);
+        // No capabilities, even in the sandbox's own user namespace. Run by root, bwrap would
+        // otherwise leave them, and CAP_SYS_ADMIN there remounts a read-only bind writable
+        // (the host's /usr, the verifier's view of the workspace), as root on the host.
+        push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
         push(&["--hostname".as_ref(), "hcbench".as_ref()]);
         for p in &self.system {
             match p {
@@ -371,6 +375,9 @@ impl Bubblewrap {
             push(&[how.as_ref(), m.path.as_os_str(), m.path.as_os_str()]);
         }
         push(extra);
+        // The sandbox's own root (a tmpfs holding the mount points) is read-only: what a
+        // command can write is the workspace, /tmp, /dev's tmpfs and what a mount allows.
+        push(&["--remount-ro".as_ref(), "/".as_ref()]);
         push(&["--chdir".as_ref(), cwd.as_os_str(), "--".as_ref()]);
         a.extend(argv.iter().map(OsString::from));
         a
@@ -518,6 +525,22 @@ impl CellSandbox {
             output: tokio::io::BufReader::new(output),
             greeted: false,
         })
+    }
+}
+
+/// Marks every open descriptor above stderr close-on-exec, so no command inherits one: a
+/// descriptor hcbench was started with (a CI runner's pipe, a make jobserver, a folder) would
+/// otherwise pass through bwrap into the sandbox, and a folder's descriptor reaches outside
+/// it. Called once at the start of the hcbench binary and of a cell's supervisor.
+pub fn close_inherited_descriptors() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> =
+        entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|&fd| fd > 2).collect();
+    for fd in fds {
+        // SAFETY: `fd` was open when listed; one closed since (the listing's own) only makes
+        // fcntl fail, which is ignored. The borrow ends with the call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
     }
 }
 

@@ -79,8 +79,10 @@ pub fn serve() -> ! {
         eprintln!("hcbench {ARG} runs only as the first process of a cell's sandbox");
         std::process::exit(2);
     }
-    // Nothing the commands start may trace this process or open its pipes to hcbench.
+    // Nothing the commands start may trace this process or open its pipes to hcbench, and
+    // they inherit no descriptor but their own stdio.
     let _ = nix::sys::prctl::set_dumpable(false);
+    crate::sandbox::close_inherited_descriptors();
     let code = match serve_on(io::stdin().lock(), io::stdout().lock()) {
         Ok(()) => 0,
         Err(_) => 1,
@@ -219,6 +221,8 @@ fn empty_on(dir: &Path, dev: u64) {
             continue;
         }
         if meta.is_dir() {
+            // A command may have taken its own permissions away from a folder.
+            let _ = std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700));
             empty_on(&path, dev);
             let _ = std::fs::remove_dir(&path);
         } else {
