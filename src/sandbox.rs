@@ -22,7 +22,7 @@
 //!
 //! A cell sets its sandbox up once and runs its commands in it one at a time, through a
 //! supervisor that leaves nothing of one command for the next ([`CellSandbox`]); the verifier,
-//! which sees other paths, gets a sandbox of its own each time.
+//! last, on copies of what it reads (`agent::score`).
 //!
 //! A sandbox is resolved once per hcbench command ([`Sandbox::resolve`]): bubblewrap is found
 //! and probed by running one trivial command in it, so a machine where it cannot work (no
@@ -384,10 +384,11 @@ impl Bubblewrap {
     }
 }
 
-/// The sandbox of one cell's commands: one sandbox, set up once, runs the agent's commands and
-/// the tests, each through the supervisor ([`crate::supervisor`]) that is its first process.
-/// A command that needs another set-up (the verifier: the workspace read-only, more paths)
-/// gets a sandbox of its own, as with [`Sandbox::Bubblewrap`].
+/// The sandbox of one cell's commands: one sandbox, set up once, runs the agent's commands, the
+/// tests and the verifier, each through the supervisor ([`crate::supervisor`]) that is its
+/// first process. A command that needs another set-up (a verifier whose folder is too large to
+/// copy: the workspace read-only, more paths) gets a sandbox of its own, as with
+/// [`Sandbox::Bubblewrap`].
 ///
 /// The cell's private folder holds hcbench's scripts (`bin/`, read-only inside) and a folder per
 /// test or verifier run (`runs/`, writable inside, each run with its own nonce); the cell's

@@ -2,7 +2,7 @@
 //!
 //! Setting up a bubblewrap sandbox costs about 6 ms of CPU (the bwrap program, a network
 //! namespace, the mounts), as much as a short test run's own start. A cell runs most of its
-//! commands (the agent's `run_command` and `run_tests`, the final tests) with the same set-up,
+//! commands (the agent's `run_command` and `run_tests`, the final tests, the verifier) with the same set-up,
 //! so it sets that up once: `hcbench __supervise`, hcbench's own binary bound read-only into
 //! the sandbox, is the sandbox's pid 1 and runs each command it is sent, then ends everything
 //! that command left behind before it answers:
@@ -15,8 +15,7 @@
 //!
 //! It cannot be signalled, traced or read from inside: a namespace's first process gets no
 //! signal from its namespace it has no handler for, and it makes itself non-dumpable, which
-//! closes `ptrace` and `/proc/1/fd` to the commands. The verifier, which sees other paths,
-//! keeps a sandbox of its own per run.
+//! closes `ptrace` and `/proc/1/fd` to the commands.
 //!
 //! The protocol, on the supervisor's stdin and stdout: it first writes [`PROTOCOL`] and a
 //! newline; then for each [`Request`] (one JSON line) it writes a [`Response`] (one JSON line)

@@ -94,13 +94,80 @@ pub fn prepare_commands(case: &Case, workspace: &Path, sandbox: &Sandbox) -> std
     process::prepare(&command_spec(case, Vec::new(), workspace, sandbox))
 }
 
+/// Bound on the verifier's captured output per stream.
+const VERIFIER_OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// A verifier folder larger than this runs in a sandbox of its own, which binds it, rather than
+/// being copied for every cell.
+const STAGED_VERIFIERS_MAX_BYTES: u64 = 8 << 20;
+
+/// The verifier's inputs copied into a fresh run folder of the cell's private folder, which the
+/// cell's sandbox binds: `verifiers/` (so `{benchmark_dir}` stands for the folder) and the trace
+/// as it is now. Copies, never links: the code under test runs inside the verifier, and what it
+/// writes must not reach the benchmark. The copies are made after every process of the agent
+/// and of the tests has ended, and the verifier is the cell's last command, so nothing the
+/// agent ran ever sees them.
+struct StagedVerifier {
+    dir: tempfile::TempDir,
+    trace: std::path::PathBuf,
+}
+
+impl StagedVerifier {
+    /// None when the verifier folder is too large to copy for every cell.
+    fn new(cell: &crate::sandbox::CellSandbox, case: &Case, trace: &Path) -> std::io::Result<Option<StagedVerifier>> {
+        let source = case.benchmark_dir().join("verifiers");
+        if source.is_dir() && tree_size(&source)? > STAGED_VERIFIERS_MAX_BYTES {
+            return Ok(None);
+        }
+        let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(cell.runs())?;
+        if source.is_dir() {
+            copy_tree(&source, &dir.path().join("verifiers"))?;
+        }
+        let copy = dir.path().join("trace.jsonl");
+        std::fs::copy(trace, &copy)?;
+        Ok(Some(StagedVerifier { dir, trace: copy }))
+    }
+}
+
+/// Bytes of the regular files below `dir` (symbolic links not followed).
+fn tree_size(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            total += tree_size(&entry.path())?;
+        } else if kind.is_file() {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Copies the folders and regular files below `from` to `to` (symbolic links are left out: a
+/// verifier folder has no business pointing elsewhere).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 /// The verifier may read the benchmark's verifier folder and the cell's trace, and reads the
 /// workspace without changing it; the oracle, the cases and the project stay out of its sight
 /// like out of the agent's.
 fn verifier_spec(case: &Case, workspace: &Path, trace: &Path, argv: Vec<String>, sandbox: &Sandbox) -> CommandSpec {
     let mut spec = CommandSpec {
         env: vec![("HCBENCH_TRACE".into(), trace.to_string_lossy().into_owned())],
-        output_limit: 64 * 1024,
+        output_limit: VERIFIER_OUTPUT_LIMIT,
         workspace: Mount::read_only(workspace),
         ..command_spec(case, argv, workspace, sandbox)
     };
@@ -151,7 +218,23 @@ pub async fn run_verifier(
         metrics.insert("first_read_step".into(), step.map_or(Value::Null, Value::from));
     }
     if let Some(cmd) = &v.command {
-        let argv = case.expand(cmd, workspace, Some(trace));
+        // In the cell's sandbox, the verifier runs last, on copies made now (every process of
+        // the agent and the tests has ended); otherwise in a sandbox of its own that binds them.
+        let staged = match sandbox.cell() {
+            Some(cell) => match StagedVerifier::new(cell, case, trace) {
+                Ok(s) => s,
+                Err(e) => {
+                    let msg = format!("cannot copy the verifier folder for the cell's sandbox: {e}");
+                    checks.push(Check { name: "command".into(), passed: false, detail: msg.clone() });
+                    return VerifierRun { passed: false, checks, metrics, timed_out, duration_ms, error: Some(msg) };
+                }
+            },
+            None => None,
+        };
+        let argv = match &staged {
+            Some(s) => case.expand_in(s.dir.path(), cmd, workspace, Some(&s.trace)),
+            None => case.expand(cmd, workspace, Some(trace)),
+        };
         // A Python verifier runs through hcbench's wrapper, which proves the script finished
         // (super::testrun::VerifierWrapper); its folder is private, like the test runner's.
         let wrapper = match super::testrun::VerifierWrapper::for_argv(&argv, sandbox) {
@@ -162,8 +245,15 @@ pub async fn run_verifier(
                 return VerifierRun { passed: false, checks, metrics, timed_out, duration_ms, error: Some(msg) };
             }
         };
-        let mut spec =
-            verifier_spec(case, workspace, trace, wrapper.as_ref().map_or(argv, |w| w.argv.clone()), sandbox);
+        let argv = wrapper.as_ref().map_or(argv, |w| w.argv.clone());
+        let mut spec = match &staged {
+            Some(s) => CommandSpec {
+                env: vec![("HCBENCH_TRACE".into(), s.trace.to_string_lossy().into_owned())],
+                output_limit: VERIFIER_OUTPUT_LIMIT,
+                ..command_spec(case, argv, workspace, sandbox)
+            },
+            None => verifier_spec(case, workspace, trace, argv, sandbox),
+        };
         spec.mounts.extend(wrapper.as_ref().map(|w| w.mounts()).unwrap_or_default());
         match process::run(&spec).await {
             Ok(out) => {

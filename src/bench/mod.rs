@@ -179,7 +179,19 @@ impl Case {
     /// `verifier.command` (docs/benchmark-format.md): `{benchmark_dir}`, `{workspace}` and,
     /// when given, `{trace}`.
     pub fn expand(&self, argv: &[String], workspace: &Path, trace: Option<&Path>) -> Vec<String> {
-        let bench_dir = self.benchmark_dir().to_string_lossy().into_owned();
+        self.expand_in(&self.benchmark_dir(), argv, workspace, trace)
+    }
+
+    /// [`Case::expand`] with `{benchmark_dir}` standing for `benchmark_dir` (a copy of the
+    /// benchmark's verifier folder, for one).
+    pub fn expand_in(
+        &self,
+        benchmark_dir: &Path,
+        argv: &[String],
+        workspace: &Path,
+        trace: Option<&Path>,
+    ) -> Vec<String> {
+        let bench_dir = benchmark_dir.to_string_lossy().into_owned();
         argv.iter()
             .map(|a| {
                 let mut a =

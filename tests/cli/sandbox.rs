@@ -285,3 +285,35 @@ fn a_fifo_in_the_workspace_is_refused_at_once_and_the_cell_goes_on() {
     assert_eq!(read["data"]["ok"], false);
     assert!(read["data"]["output"].as_str().unwrap().contains("is a fifo"), "{read}");
 }
+
+#[test]
+fn the_verifier_runs_last_in_the_cells_sandbox_on_copies_that_cannot_change_the_benchmark() {
+    let s = Scratch::new();
+    // The verifier reads a file beside it and the trace, then tries to change both its own
+    // folder and the trace, as code under test imported by a verifier could.
+    let check = "import os, sys\n\
+        here = os.path.dirname(os.path.abspath(__file__))\n\
+        assert open(os.path.join(here, 'data.txt')).read() == 'expected', 'sibling file'\n\
+        trace = os.environ['HCBENCH_TRACE']\n\
+        assert 'run_started' in open(trace).read(), 'trace'\n\
+        open(os.path.join(here, 'data.txt'), 'w').write('changed')\n\
+        open(__file__, 'a').write('# changed\\n')\n\
+        open(trace, 'a').write('forged\\n')\n\
+        print('verifier done')\n";
+    s.write("benchmarks/demo/verifiers/vcopy/check.py", check);
+    s.write("benchmarks/demo/verifiers/vcopy/data.txt", "expected");
+    s.case(
+        "vcopy",
+        "id: vcopy\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: x\nstep_budget: 5\ntimeout_s: 20\ntest_command: ['true']\nverifier:\n  command: [python3, '{benchmark_dir}/verifiers/vcopy/check.py']\n",
+        GOOD_ORACLE,
+    );
+    let out = run(&s, "vcopy", "bubblewrap");
+    let cells = by_cell(&out.json());
+    assert_eq!(cells["vcopy__oracle"]["outcome"], "passed", "{}", out.stdout);
+    let bench = s.path().join("benchmarks/demo/verifiers/vcopy");
+    assert_eq!(std::fs::read_to_string(bench.join("data.txt")).unwrap(), "expected");
+    assert_eq!(std::fs::read_to_string(bench.join("check.py")).unwrap(), check);
+    let trace =
+        std::fs::read_to_string(s.path().join("runs/vcopy-bubblewrap/cells/vcopy__oracle/trace.jsonl")).unwrap();
+    assert!(!trace.contains("forged"), "the cell's trace is hcbench's alone");
+}
