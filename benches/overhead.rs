@@ -13,7 +13,9 @@
 //! through hcbench's process runner with and without bubblewrap.
 //!
 //! Run: `cargo bench --bench overhead` (env HCBENCH_BENCH_ROUNDS, default 3; HCBENCH_BENCH_JOBS,
-//! default the number of cores). Results are written to docs/performance.md by hand.
+//! default the number of cores), with a PATH whose `python3` is the system's (a pyenv shim
+//! first on PATH makes the `--sandbox none` arm start a slower Python than the other two).
+//! Results are written to docs/performance.md by hand.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
