@@ -424,6 +424,9 @@ pub struct Session {
     pub greeted: bool,
 }
 
+/// The argument that makes the hcbench binary a cell's supervisor ([`crate::supervisor`]).
+pub const SUPERVISE_ARG: &str = "__supervise";
+
 /// Where the supervisor's binary is bound inside.
 const SUPERVISOR_INSIDE: &str = "/run/hcbench/supervisor";
 
@@ -499,7 +502,7 @@ impl CellSandbox {
     }
 
     fn start(&self, workspace: &Mount, mounts: &[Mount]) -> std::io::Result<Session> {
-        let argv = [SUPERVISOR_INSIDE.to_string(), crate::supervisor::ARG.to_string()];
+        let argv = [SUPERVISOR_INSIDE.to_string(), SUPERVISE_ARG.to_string()];
         let extra: [&std::ffi::OsStr; 4] =
             ["--as-pid-1".as_ref(), "--ro-bind".as_ref(), self.supervisor.as_os_str(), SUPERVISOR_INSIDE.as_ref()];
         let args = self.bubblewrap.args_with(&extra, &argv, &workspace.path, workspace, mounts);

@@ -38,8 +38,8 @@ use crate::sandbox::Limits;
 /// The first line the supervisor writes; a different one means another hcbench's supervisor.
 pub const PROTOCOL: &str = "hcbench-supervisor 1";
 
-/// The argument that makes the hcbench binary a supervisor.
-pub const ARG: &str = "__supervise";
+/// The argument that makes the hcbench binary a supervisor (named where the sandbox starts it).
+pub use crate::sandbox::SUPERVISE_ARG as ARG;
 
 /// How long a timed-out command's group gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(500);
