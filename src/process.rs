@@ -342,22 +342,15 @@ fn signal_group(pgid: Option<Pid>, signal: Signal) {
 
 async fn read_bounded<R: AsyncRead + Unpin>(stream: Option<R>, limit: usize) -> (Vec<u8>, bool) {
     let Some(mut stream) = stream else { return (Vec::new(), false) };
-    let mut kept = Vec::new();
-    let mut truncated = false;
+    let mut out = crate::util::Bounded::default();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = limit.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
-                }
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
+            Ok(n) => out.push(&buf[..n], limit),
         }
     }
-    (kept, truncated)
+    (out.kept, out.truncated)
 }
 
 #[cfg(test)]

@@ -231,22 +231,15 @@ fn empty_on(dir: &Path, dev: u64) {
 }
 
 fn read_bounded(mut stream: impl Read, limit: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut truncated = false;
+    let mut out = crate::util::Bounded::default();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match stream.read(&mut buf) {
             Ok(0) => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
-            Ok(n) => {
-                let room = limit.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
-                }
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
+            Ok(n) => out.push(&buf[..n], limit),
         }
     }
-    (kept, truncated)
+    (out.kept, out.truncated)
 }

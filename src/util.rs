@@ -24,6 +24,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Lower-case hex SHA-256 of `bytes`.
+/// A command's captured output: the first `limit` bytes of a stream, and whether more came.
+#[derive(Debug, Default)]
+pub struct Bounded {
+    pub kept: Vec<u8>,
+    pub truncated: bool,
+}
+
+impl Bounded {
+    /// Keeps what of `chunk` fits under `limit`; the rest only sets `truncated`.
+    pub fn push(&mut self, chunk: &[u8], limit: usize) {
+        let room = limit.saturating_sub(self.kept.len());
+        self.truncated |= chunk.len() > room;
+        self.kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
