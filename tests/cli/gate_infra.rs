@@ -274,3 +274,30 @@ fn jobs_zero_is_a_usage_error_on_the_command_line_as_in_the_config() {
     p.hcbench(&["run", "--benchmark", "demo", "--jobs", "0"]).code(2).stderr_has("--jobs 0 would run nothing");
     p.hcbench(&["matrix", "--benchmark", "demo", "--jobs", "0"]).code(2).stderr_has("--jobs 0 would run nothing");
 }
+
+#[test]
+fn paired_mode_counts_each_arm() {
+    let p = Project::new(&["tr-1"], &["te-1", "te-2"], &[], "epochs: 2\ngate: {mode: paired}\n");
+    for id in ["te-1", "te-2"] {
+        p.case(id, "test", BROKEN);
+    }
+    p.commit("the test program is missing");
+    // A candidate that differs from HEAD, so both arms run.
+    p.write("agent/script.yaml", &format!("default:\n  - {{tool: finish}}\ncases:\n  te-1:\n{FIX}"));
+    let before = p.state();
+    let r = p.gate(&[]).code(UNMEASURED).json();
+    let arms = r["steps"][2]["detail"]["arms"].as_array().unwrap().clone();
+    let names: Vec<&str> = arms.iter().map(|a| a["arm"].as_str().unwrap()).collect();
+    assert_eq!(names, ["candidate", "HEAD"]);
+    for a in &arms {
+        assert_eq!((a["planned"].as_u64(), a["harness_error"].as_u64()), (Some(4), Some(4)), "{a}");
+        assert_eq!(a["examples"], serde_json::json!([]));
+    }
+    let msgs = messages(&r);
+    assert!(
+        msgs.iter().any(|m| m.contains("Step 2 (full benchmark)") && m.contains("candidate arm: 4 of 4")),
+        "{msgs:?}"
+    );
+    assert!(msgs.iter().any(|m| m.contains("HEAD arm: 4 of 4")), "{msgs:?}");
+    assert_eq!(p.state(), before);
+}
