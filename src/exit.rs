@@ -3,7 +3,7 @@
 //! A crash or a configuration problem must never look like "the cases failed": scripts branch
 //! on these numbers (see `docs/commands.md`). For `hcbench gate` the contract is the
 //! optimization loop's: 0 commit the candidate, 1 revert it, 2 or more fix the setup and do
-//! neither (docs/gate.md).
+//! neither (docs/gate.md); 4 says the setup kept the candidate from being measured.
 //!
 //! `run`, `matrix` and `report` choose among 0, 1 and 4–6 (and 130) with one function over the
 //! report model, [`crate::report::exit_policy::judge`], which also fixes their precedence
@@ -27,6 +27,9 @@ pub const INTERNAL: i32 = 3;
 /// A profile's coverage (cells with a verdict / planned cells) is below `--min-coverage`: the
 /// run measured too little to be read (python3 missing, a provider down, a budget cut, a
 /// killed run). Checked before anything else, since every other number rests on it.
+/// For `gate` the same meaning, per step: more than `max_unmeasured` of Step 1's or Step 2's
+/// planned cells (either arm in paired mode) ended as harness error, provider error, timeout or
+/// missing, so the candidate could not be measured; the loop must neither commit nor revert.
 pub const COVERAGE_BELOW_THRESHOLD: i32 = 4;
 /// The control arm (the `oracle` profile, when it is in the run) did not pass every cell it
 /// ran: the benchmark or the machine is broken, so no other profile's numbers can be trusted.

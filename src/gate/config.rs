@@ -71,6 +71,10 @@ pub(crate) struct Config {
     pub promotion_passes: u32,
     pub mode: Mode,
     pub margin: f64,
+    /// The largest fraction of a step's planned cells (Step 1's, each arm of Step 2's) that may
+    /// end without a measurement (harness error, provider error, timeout, missing) before the
+    /// gate stops with "could not be measured" instead of a verdict.
+    pub max_unmeasured: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,6 +93,7 @@ struct RawConfig {
     epochs: Option<u32>,
     jobs: Option<usize>,
     promotion_passes: Option<u32>,
+    max_unmeasured: Option<f64>,
     gate: Option<RawGate>,
 }
 
@@ -167,6 +172,12 @@ impl Config {
         if promotion_passes == 0 {
             return Err("field `promotion_passes`: must be at least 1 (consecutive passing gate runs before a case joins the regression set)".into());
         }
+        let max_unmeasured = raw.max_unmeasured.unwrap_or(0.1);
+        if !(0.0..=1.0).contains(&max_unmeasured) {
+            return Err(format!(
+                "field `max_unmeasured`: {max_unmeasured} is not between 0 and 1 (the fraction of a step's cells that may end as harness error, provider error, timeout or missing, e.g. 0.1)"
+            ));
+        }
         let gate = raw.gate.unwrap_or(RawGate { mode: None, margin: None });
         let mode = match gate.mode.as_deref() {
             None | Some("simple") => Mode::Simple,
@@ -199,6 +210,7 @@ impl Config {
             promotion_passes,
             mode,
             margin,
+            max_unmeasured,
         })
     }
 }
@@ -331,6 +343,7 @@ mod tests {
         assert!(c.file_guard);
         assert_eq!((c.epochs, c.jobs, c.promotion_passes), (1, None, 1));
         assert_eq!((c.mode, c.margin), (Mode::Simple, 0.0));
+        assert_eq!(c.max_unmeasured, 0.1);
         assert!(c.allowlist.allows("agent/system.md") && c.allowlist.allows("PROGRAM.md"));
         assert!(!c.allowlist.allows("agentx/system.md") && !c.allowlist.allows("src/main.rs"));
     }
@@ -366,6 +379,9 @@ mod tests {
             ("epochs: 0\n", "field `epochs`"),
             ("jobs: 0\n", "field `jobs`"),
             ("promotion_passes: 0\n", "field `promotion_passes`"),
+            ("max_unmeasured: 1.5\n", "field `max_unmeasured`: 1.5 is not between 0 and 1"),
+            ("max_unmeasured: -0.1\n", "field `max_unmeasured`"),
+            ("max_unmeasured: .nan\n", "field `max_unmeasured`"),
             ("gate: {mode: bayes}\n", "`bayes` is not `simple` or `paired`"),
             ("gate: {mode: paired}\n", "needs `epochs` >= 2"),
             ("train_split: test\n", "both `test`"),

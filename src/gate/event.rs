@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::config::Config;
 use super::git::Change;
 use super::state::{PENDING, Tamper};
-use super::steps::{Promotion, RegressionVerdict};
+use super::steps::{Coverage, Promotion, RegressionVerdict};
 use crate::bench::Split;
 use crate::exit;
 use crate::replay::CellSummary;
@@ -127,6 +127,8 @@ pub(crate) enum Status {
     Failed,
     Skipped,
     NotRun,
+    /// Too many of the step's cells ended without a measurement: the gate stopped there.
+    Unmeasured,
 }
 
 /// Names of the steps, by number, as the JSON object and the failure lines spell them.
@@ -140,6 +142,8 @@ pub(crate) enum StepResult {
     RegressionSet(Option<RegressionVerdict>),
     FullBenchmark(FullBenchmark),
     Promotion(PromotionStep),
+    /// Step 1 or 2 measured too little to judge; the gate stops after it.
+    Unmeasured(UnmeasuredStep),
 }
 
 impl StepResult {
@@ -149,6 +153,7 @@ impl StepResult {
             StepResult::RegressionSet(_) => 1,
             StepResult::FullBenchmark(_) => 2,
             StepResult::Promotion(_) => 3,
+            StepResult::Unmeasured(u) => u.step,
         }
     }
 
@@ -161,6 +166,7 @@ impl StepResult {
             StepResult::FullBenchmark(b) => pass(b.passed()),
             StepResult::Promotion(PromotionStep::Skipped { .. }) => Status::Skipped,
             StepResult::Promotion(_) => Status::Passed,
+            StepResult::Unmeasured(_) => Status::Unmeasured,
         }
     }
 }
@@ -243,6 +249,19 @@ impl FullBenchmark {
     }
 }
 
+/// A step whose planned cells ended mostly without a measurement (harness error, provider
+/// error, timeout, missing): neither a pass nor a failure of the candidate.
+#[derive(Debug, Clone)]
+pub(crate) struct UnmeasuredStep {
+    /// 1 (regression set) or 2 (full benchmark).
+    pub step: u8,
+    /// Each arm's counts: one arm, or in paired mode ("candidate", "HEAD"). Step 2's carry no
+    /// examples (the test split is private).
+    pub arms: Vec<(&'static str, Coverage)>,
+    /// `max_unmeasured` of the config.
+    pub max_unmeasured: f64,
+}
+
 /// Step 3.
 #[derive(Debug, Clone)]
 pub(crate) enum PromotionStep {
@@ -289,6 +308,9 @@ pub(crate) enum Verdict {
     Failed(Vec<Failure>),
     /// Ctrl-C; nothing was written.
     Interrupted,
+    /// A step's cells were mostly infrastructure errors: the candidate was not measured, so it
+    /// is neither committed nor reverted; nothing was written.
+    Unmeasured(UnmeasuredStep),
 }
 
 /// One reason a gate failed, in the order the failure lines show them.
@@ -317,6 +339,8 @@ impl GateOutcome {
             Verdict::Passed => exit::SUCCESS,
             Verdict::Failed(_) => exit::FAILED,
             Verdict::Interrupted => exit::INTERRUPTED,
+            // Not a failed gate (1): the loop must not revert a candidate nobody measured.
+            Verdict::Unmeasured(_) => exit::COVERAGE_BELOW_THRESHOLD,
         }
     }
 

@@ -20,11 +20,11 @@ use serde_json::{Value, json};
 
 use super::event::{
     Failure, FileGuard, FullBenchmark, GateEvent, GateOutcome, GateSink, Guard, LiveEvent, LiveSink, Note,
-    PromotionStep, STEP_NAMES, Status, StepResult, StepStart, Verdict,
+    PromotionStep, STEP_NAMES, Status, StepResult, StepStart, UnmeasuredStep, Verdict,
 };
 use super::record::{RecordEvent, RecordOutcome, RecordSink, short};
 use super::state::{self, PENDING, REGRESSION_SET, RESULTS, TRAIN_RESULTS};
-use super::steps::{PAIRED_ALPHA, fmt_num, fmt_pair, signed};
+use super::steps::{Coverage, PAIRED_ALPHA, fmt_num, fmt_pair, signed};
 
 /// Version of the gate's `--format json` object.
 const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -114,7 +114,7 @@ impl<W: Write, L: Write> GateSink for JsonSink<W, L> {
                     "agent_spec": info.agent_spec, "mode": c.mode.as_str(), "margin": c.margin, "epochs": c.epochs,
                     "train_split": c.train_split.as_str(), "test_split": c.test_split.as_str(),
                     "file_guard": c.file_guard, "allowlist": c.allowlist.describe(),
-                    "promotion_passes": c.promotion_passes,
+                    "promotion_passes": c.promotion_passes, "max_unmeasured": c.max_unmeasured,
                 });
             }
             GateEvent::StepFinished(step) => {
@@ -127,6 +127,7 @@ impl<W: Write, L: Write> GateSink for JsonSink<W, L> {
                     Verdict::Passed => "passed",
                     Verdict::Failed(_) => "failed",
                     Verdict::Interrupted => "interrupted",
+                    Verdict::Unmeasured(_) => "unmeasured",
                 };
                 r.exit_code = outcome.exit_code();
                 r.failed_steps = outcome.failed_steps();
@@ -152,7 +153,7 @@ impl<W: Write, L: Write> GateSink for JsonSink<W, L> {
 struct GateReport {
     schema_version: u32,
     run_id: String,
-    /// "passed", "failed" or "interrupted".
+    /// "passed", "failed", "interrupted" or "unmeasured".
     verdict: &'static str,
     exit_code: i32,
     failed_steps: Vec<u8>,
@@ -219,6 +220,19 @@ fn detail(step: &StepResult) -> Value {
                 v["ties"] = json!(c.ties);
             }
             v
+        }
+        StepResult::Unmeasured(u) => {
+            let arms: Vec<Value> = u
+                .arms
+                .iter()
+                .map(|(arm, c)| {
+                    let mut v = serde_json::to_value(c).expect("the counts serialize");
+                    v["arm"] = json!(arm);
+                    v["unmeasured"] = json!(c.unmeasured());
+                    v
+                })
+                .collect();
+            json!({ "max_unmeasured": u.max_unmeasured, "arms": arms })
         }
         StepResult::Promotion(p) => match p {
             PromotionStep::Skipped { reason } => json!({ "reason": reason }),
@@ -340,7 +354,43 @@ fn step_lines(step: &StepResult) -> Vec<String> {
         }
         StepResult::FullBenchmark(b) => full_benchmark_lines(b),
         StepResult::Promotion(p) => promotion_lines(p),
+        StepResult::Unmeasured(u) => unmeasured_lines(u),
     }
+}
+
+/// Each arm's counts, and the train cells given as examples.
+fn unmeasured_lines(u: &UnmeasuredStep) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (arm, c) in &u.arms {
+        let who = if u.arms.len() > 1 { format!("{arm}: ") } else { String::new() };
+        let (fraction, max) = fmt_pair(c.fraction(), u.max_unmeasured);
+        lines.push(format!(
+            "{IN}{who}{}  {}",
+            unmeasured_counts(c),
+            if c.exceeds(u.max_unmeasured) {
+                format!("UNMEASURED (fraction {fraction} > max_unmeasured {max})")
+            } else {
+                format!("ok (fraction {fraction} <= max_unmeasured {max})")
+            }
+        ));
+        for e in &c.examples {
+            lines.push(format!("{IN}  e.g. {} ({}): {}", e.case, e.class.label(), e.reason));
+        }
+    }
+    lines
+}
+
+/// "4 of 4 planned cell(s) unmeasured: harness error 4, provider error 0, timeout 0, missing 0".
+fn unmeasured_counts(c: &Coverage) -> String {
+    format!(
+        "{} of {} planned cell(s) unmeasured: harness error {}, provider error {}, timeout {}, missing {}",
+        c.unmeasured(),
+        c.planned,
+        c.harness_error,
+        c.provider_error,
+        c.timeout,
+        c.missing
+    )
 }
 
 fn file_guard_lines(g: &FileGuard) -> Vec<String> {
@@ -524,6 +574,27 @@ fn verdict_lines(outcome: &GateOutcome) -> Vec<String> {
             fmt_num(outcome.scores.map_or(0.0, |s| s.val_score))
         )],
         Verdict::Interrupted => vec!["[gate] interrupted: no state was written".into()],
+        Verdict::Unmeasured(u) => {
+            let name = STEP_NAMES[u.step as usize];
+            let mut lines: Vec<String> = u
+                .arms
+                .iter()
+                .filter(|(_, c)| c.exceeds(u.max_unmeasured))
+                .map(|(arm, c)| {
+                    let who = if u.arms.len() > 1 { format!("{arm} arm: ") } else { String::new() };
+                    format!(
+                        "[gate] UNMEASURED: Step {} ({name}): the candidate could not be measured: {who}{}, more than max_unmeasured {} of the planned cells",
+                        u.step,
+                        unmeasured_counts(c),
+                        fmt_num(u.max_unmeasured)
+                    )
+                })
+                .collect();
+            lines.push(
+                "[gate] neither commit nor revert: fix what kept the cells from running (test program, provider, time limits) and run the gate again; no state was written".into(),
+            );
+            lines
+        }
         Verdict::Failed(failures) => {
             let mut lines: Vec<String> = failures.iter().map(failure_line).collect();
             // Step 0 failures ran no case, so there is nothing to try differently yet.

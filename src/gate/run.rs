@@ -6,7 +6,9 @@
 //! agent spec, lock, git) is resolved before Step 0, so a bad setup exits 2 and never looks
 //! like a failed gate (exit 1). Step 0 (file guard and state protection) runs before any cell.
 //! Step 2 runs even when Step 1 failed, so the loop learns both numbers; Step 3 only when both
-//! passed. State is written only by a passing gate, at the very end: the regression set
+//! passed. A step whose cells are mostly infrastructure errors (harness, provider, timeout,
+//! missing; more than `max_unmeasured`) stops the gate with "unmeasured" ([`Stop::Unmeasured`]):
+//! a candidate nobody measured must be neither committed nor reverted. State is written only by a passing gate, at the very end: the regression set
 //! (promotions, last results) and the pending record that `hcbench record` consumes. Test-split
 //! cells run in a private directory outside the project and only aggregates leave it, so the
 //! optimizing agent never learns which test case failed. Ctrl-C stops the gate between or
@@ -23,11 +25,11 @@ use super::cells::{Arm, Runner};
 use super::config::{Config, Mode};
 use super::event::{
     Failure, FileGuard, FullBenchmark, GateEvent, GateOutcome, GateSink, Guard, Note, PromotionStep, RunInfo, Scores,
-    StepResult, StepStart, Verdict,
+    StepResult, StepStart, UnmeasuredStep, Verdict,
 };
 use super::git::{Git, files_without_git};
 use super::state::{self, GateFiles, GateState, PENDING, PendingRecord, REGRESSION_SET, RegressionSet, ResultsRow};
-use super::steps::{self, RegressionVerdict};
+use super::steps::{self, Coverage, RegressionVerdict};
 use super::{GateError, candidate_spec, private_dir, sweep_private_dirs};
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, load_benchmark};
@@ -96,6 +98,10 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
     let verdict = match gate.steps() {
         Ok(v) => v,
         Err(Stop::Interrupted) => Verdict::Interrupted,
+        Err(Stop::Unmeasured(u)) => {
+            gate.sink.event(&GateEvent::StepFinished(&StepResult::Unmeasured(u.clone())));
+            Verdict::Unmeasured(u)
+        }
         Err(Stop::Error(e)) => return Err(e),
     };
     let outcome = GateOutcome { verdict, scores: gate.scores };
@@ -103,9 +109,11 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
     Ok(outcome)
 }
 
-/// Why the steps stopped early: Ctrl-C (a verdict of its own, nothing written) or an error.
+/// Why the steps stopped early: Ctrl-C, or a step whose cells were mostly infrastructure
+/// errors (each a verdict of its own, nothing written), or an error.
 enum Stop {
     Interrupted,
+    Unmeasured(UnmeasuredStep),
     Error(GateError),
 }
 
@@ -358,6 +366,11 @@ impl Gate<'_> {
                 .run_train(&gate_dir.join("suite"), bench, &runnable, profile, spec, epochs)?
                 .ok_or(Stop::Interrupted)?
         };
+        // Train case ids may be shown: the examples name the cells and why they did not run.
+        self.check_measured(
+            1,
+            vec![("candidate", steps::coverage(&summaries, runnable.len() * epochs as usize, true))],
+        )?;
         let scores = steps::case_scores(&summaries, epochs);
         let verdict = steps::judge_regression_set(&set.cases, &scores, &missing, set.threshold);
         self.emit(GateEvent::StepFinished(&StepResult::RegressionSet(Some(verdict.clone()))));
@@ -382,13 +395,18 @@ impl Gate<'_> {
         })?;
         runner.protect(private.path());
         let result = match self.cfg.mode {
-            Mode::Simple => self.simple(runner, private.path(), rows)?,
-            Mode::Paired => self.paired(runner, private.path(), &candidate_files)?,
+            Mode::Simple => self.simple(runner, private.path(), rows),
+            Mode::Paired => self.paired(runner, private.path(), &candidate_files),
         };
-        self.emit(GateEvent::StepFinished(&StepResult::FullBenchmark(result.clone())));
-        // Test-split cells leave nothing behind: the private directory goes now, not at exit.
+        if let Ok(r) = &result {
+            self.emit(GateEvent::StepFinished(&StepResult::FullBenchmark(r.clone())));
+        }
+        // Test-split cells leave nothing behind: the private directory goes now, not at exit,
+        // whether the step judged, stopped unmeasured or failed.
         runner.unprotect(private.path());
-        private.close().map_err(|source| GateError::Io {
+        let closed = private.close();
+        let result = result?;
+        closed.map_err(|source| GateError::Io {
             context: "cannot remove the private directory of the test-split cells".into(),
             source,
         })?;
@@ -411,6 +429,21 @@ impl Gate<'_> {
         self.setup.test_ids.len() * self.cfg.epochs as usize
     }
 
+    /// Stops the gate when an arm left more than `max_unmeasured` of its planned cells
+    /// unmeasured: a score made of infrastructure errors says nothing about the candidate.
+    fn check_measured(&self, step: u8, arms: Vec<(&'static str, Coverage)>) -> Result<(), Stop> {
+        let max_unmeasured = self.cfg.max_unmeasured;
+        if arms.iter().any(|(_, c)| c.exceeds(max_unmeasured)) {
+            return Err(Stop::Unmeasured(UnmeasuredStep { step, arms, max_unmeasured }));
+        }
+        Ok(())
+    }
+
+    /// Step 2's counts for one arm: no examples, the test split is private.
+    fn test_coverage(&self, cells: &[CellSummary]) -> Coverage {
+        steps::coverage(cells, self.planned(), false)
+    }
+
     /// Mean reward over the planned cells of one arm (a missing or errored cell counts 0).
     fn val_score(&self, cells: &[CellSummary]) -> f64 {
         steps::val_score(&cells.iter().map(steps::cell_reward).collect::<Vec<_>>(), self.planned())
@@ -421,6 +454,7 @@ impl Gate<'_> {
         self.start_full_benchmark(None);
         let arm = Arm::new(&self.run_id, "candidate", private, &self.setup.profile, self.setup.spec.clone());
         let cells = self.run_arms(runner, private, &[arm])?.remove(0);
+        self.check_measured(2, vec![("candidate", self.test_coverage(&cells))])?;
         let val_score = self.val_score(&cells);
         let best = steps::best(rows);
         let planned = self.planned();
@@ -451,7 +485,9 @@ impl Gate<'_> {
         let (planned, cases, margin) = (self.planned(), self.setup.test_ids.len(), self.cfg.margin);
         if head_files == *candidate_files {
             self.emit(GateEvent::Note(Note::IdenticalToHead));
-            let val_score = self.val_score(&self.run_arms(runner, private, &[candidate])?[0]);
+            let cells = self.run_arms(runner, private, &[candidate])?.remove(0);
+            self.check_measured(2, vec![("candidate", self.test_coverage(&cells))])?;
+            let val_score = self.val_score(&cells);
             return Ok(FullBenchmark::Paired {
                 val_score,
                 head_score: val_score,
@@ -475,6 +511,10 @@ impl Gate<'_> {
             head_spec,
         );
         let by_arm = self.run_arms(runner, private, &[candidate, head_arm])?;
+        self.check_measured(
+            2,
+            vec![("candidate", self.test_coverage(&by_arm[0])), ("HEAD", self.test_coverage(&by_arm[1]))],
+        )?;
         // The comparison uses only cells with a verdict (an infrastructure error is missing
         // data there), while each arm's val_score still counts such cells 0.
         let (cand, head_rewards) = (steps::measured_rewards(&by_arm[0]), steps::measured_rewards(&by_arm[1]));

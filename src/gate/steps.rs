@@ -18,6 +18,7 @@ use serde::Serialize;
 use super::state::{RegressionSet, ResultsRow, TrainResults, sort_ids};
 use crate::replay::CellSummary;
 use crate::stats::{self, Paired};
+use crate::trace::event::Outcome;
 
 /// A case passes at this score or above.
 pub(crate) const PASS_SCORE: f64 = 0.5;
@@ -103,6 +104,108 @@ pub(crate) fn judge_regression_set(
 /// Mean reward over every planned cell; a cell that errored or never reported counts 0.
 pub(crate) fn val_score(rewards: &[f64], planned: usize) -> f64 {
     if planned == 0 { 0.0 } else { rewards.iter().sum::<f64>() / planned as f64 }
+}
+
+/// How many unmeasured cells a step's message shows as examples (train split only).
+pub(crate) const UNMEASURED_EXAMPLES: usize = 3;
+
+/// Why a planned cell gave no measurement of the candidate: the infrastructure, not the agent.
+/// A verifier error is not among them: the verifier reads what the agent left, so the agent
+/// can cause one, and it stays a 0 like a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Unmeasured {
+    HarnessError,
+    ProviderError,
+    Timeout,
+    /// Planned but without a result: never reported, crashed, or cancelled.
+    Missing,
+}
+
+impl Unmeasured {
+    /// The class of a cell's outcome; None when the cell measured the candidate.
+    pub(crate) fn of(outcome: Option<Outcome>) -> Option<Unmeasured> {
+        match outcome {
+            None | Some(Outcome::Cancelled) => Some(Unmeasured::Missing),
+            Some(Outcome::HarnessError) => Some(Unmeasured::HarnessError),
+            Some(Outcome::ProviderError) => Some(Unmeasured::ProviderError),
+            Some(Outcome::Timeout) => Some(Unmeasured::Timeout),
+            Some(Outcome::Passed | Outcome::Failed | Outcome::VerifierError) => None,
+        }
+    }
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Unmeasured::HarnessError => "harness error",
+            Unmeasured::ProviderError => "provider error",
+            Unmeasured::Timeout => "timeout",
+            Unmeasured::Missing => "missing",
+        }
+    }
+}
+
+/// One unmeasured train cell shown as an example (never a test cell: the split is private).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct UnmeasuredCell {
+    pub case: String,
+    pub class: Unmeasured,
+    pub reason: String,
+}
+
+/// How much of one arm's planned cells the infrastructure left unmeasured, by class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Coverage {
+    pub planned: usize,
+    pub harness_error: usize,
+    pub provider_error: usize,
+    pub timeout: usize,
+    pub missing: usize,
+    /// Up to [`UNMEASURED_EXAMPLES`] unmeasured cells; always empty for the test split.
+    pub examples: Vec<UnmeasuredCell>,
+}
+
+impl Coverage {
+    pub(crate) fn unmeasured(&self) -> usize {
+        self.harness_error + self.provider_error + self.timeout + self.missing
+    }
+
+    /// Unmeasured cells / planned cells (0 when nothing was planned).
+    pub(crate) fn fraction(&self) -> f64 {
+        if self.planned == 0 { 0.0 } else { self.unmeasured() as f64 / self.planned as f64 }
+    }
+
+    /// True when more than `max` of the planned cells are unmeasured (inclusive like every gate
+    /// rule: exactly `max` still gets a verdict).
+    pub(crate) fn exceeds(&self, max: f64) -> bool {
+        self.fraction() > max
+    }
+}
+
+/// Counts one arm's unmeasured cells. `planned` is the cells the step asked for; a planned cell
+/// with no summary at all is missing. `examples` is false for the test split, whose case ids
+/// must never leave the gate.
+pub(crate) fn coverage(cells: &[CellSummary], planned: usize, examples: bool) -> Coverage {
+    let mut c = Coverage { planned, harness_error: 0, provider_error: 0, timeout: 0, missing: 0, examples: Vec::new() };
+    let mut reported = 0;
+    for cell in cells {
+        let class = Unmeasured::of(cell.outcome);
+        if class != Some(Unmeasured::Missing) {
+            reported += 1;
+        }
+        let Some(class) = class else { continue };
+        match class {
+            Unmeasured::HarnessError => c.harness_error += 1,
+            Unmeasured::ProviderError => c.provider_error += 1,
+            Unmeasured::Timeout => c.timeout += 1,
+            Unmeasured::Missing => {}
+        }
+        if examples && c.examples.len() < UNMEASURED_EXAMPLES {
+            c.examples.push(UnmeasuredCell { case: cell.case_id.clone(), class, reason: cell.reason.clone() });
+        }
+    }
+    // Cells without a result, whether they reported a missing outcome or never reported at all.
+    c.missing = planned.saturating_sub(reported);
+    c
 }
 
 /// The best recorded score: the maximum `val_score` of all rows (the baseline row included).
@@ -261,7 +364,6 @@ fn fixed(x: f64, digits: usize) -> String {
 mod tests {
     use super::*;
     use crate::gate::state::TrainCase;
-    use crate::trace::event::Outcome;
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -316,6 +418,57 @@ mod tests {
         let v = judge_regression_set(&[], &BTreeMap::new(), &[], 0.8);
         assert!(v.pass);
         assert_eq!(v.cases, 0);
+    }
+
+    #[test]
+    fn unmeasured_cells_are_counted_by_class_against_the_plan() {
+        let mut harness = cell("h", Some(Outcome::HarnessError), 0.0);
+        harness.reason = "test command: no-such-program not found".into();
+        let cells = [
+            cell("a", Some(Outcome::Passed), 1.0),
+            cell("b", Some(Outcome::Failed), 0.0),
+            cell("v", Some(Outcome::VerifierError), 0.0), // the agent can cause it: measured, counts 0
+            harness,
+            cell("p", Some(Outcome::ProviderError), 0.0),
+            cell("t", Some(Outcome::Timeout), 1.0),
+            cell("n", None, 0.0),
+            cell("x", Some(Outcome::Cancelled), 0.0),
+        ];
+        // Ten planned: eight reported, of which two without a result, plus two never reported.
+        let c = coverage(&cells, 10, true);
+        assert_eq!((c.harness_error, c.provider_error, c.timeout, c.missing), (1, 1, 1, 4));
+        assert_eq!((c.unmeasured(), c.planned), (7, 10));
+        assert_eq!(c.fraction(), 0.7);
+        assert!(c.exceeds(0.69) && !c.exceeds(0.7), "exactly max_unmeasured still gets a verdict");
+        assert_eq!(c.examples.len(), UNMEASURED_EXAMPLES);
+        assert_eq!(
+            c.examples[0],
+            UnmeasuredCell {
+                case: "h".into(),
+                class: Unmeasured::HarnessError,
+                reason: "test command: no-such-program not found".into()
+            }
+        );
+        // The test split: the same counts, never a case id.
+        let private = coverage(&cells, 10, false);
+        assert!(private.examples.is_empty());
+        assert_eq!(private.unmeasured(), 7);
+    }
+
+    #[test]
+    fn a_fully_measured_or_empty_step_is_never_unmeasured() {
+        let cells = [cell("a", Some(Outcome::Passed), 1.0), cell("b", Some(Outcome::Failed), 0.0)];
+        let c = coverage(&cells, 2, true);
+        assert_eq!((c.unmeasured(), c.fraction()), (0, 0.0));
+        assert!(!c.exceeds(0.0), "max_unmeasured 0 tolerates no error, and there is none");
+        let nothing = coverage(&[], 0, true);
+        assert!(!nothing.exceeds(0.0), "nothing planned: nothing to measure");
+        // One of two cells unmeasured: 0.5 exceeds the default 0.1, not 0.5.
+        let half =
+            coverage(&[cell("a", Some(Outcome::Passed), 1.0), cell("b", Some(Outcome::ProviderError), 0.0)], 2, true);
+        assert!(half.exceeds(0.1) && !half.exceeds(0.5));
+        // No summary at all for a planned cell (a crashed worker): missing.
+        assert_eq!(coverage(&cells[..1], 2, true).missing, 1);
     }
 
     #[test]
