@@ -9,7 +9,9 @@
 //! 3. HEAD's agent spec has the digest the gate's cells recorded;
 //! 4. experiment_config.yaml is unchanged since the gate;
 //! 5. with the file guard on, no commit since the last recorded commit (or, for the first
-//!    record, since the gate's commit) touches a file outside the allowlist.
+//!    record, since the gate's commit) touches a file outside the allowlist;
+//! 6. HEAD is not recorded yet: a commit is recorded once, so one candidate cannot fill the
+//!    history with its score by being gated again.
 //!
 //! Anything else is refused with every reason (exit 1); the pending record is consumed by a
 //! successful record, so a score can be recorded once. Like the gate, [`run`] never prints: it
@@ -176,6 +178,15 @@ fn bind_to_head(
             short(h)
         )),
         _ => {}
+    }
+    // 6. A commit is recorded once.
+    let head_id = head.to_string();
+    if let Some(n) = rows.iter().position(|r| r.commit == head_id) {
+        reasons.push(format!(
+            "commit {} is already recorded (row {} of {RESULTS}); a commit is recorded once: commit the next candidate, gate it, then record",
+            short(&head_id),
+            n + 1
+        ));
     }
     // 2. What was gated is what was committed.
     let committed = g.files_at(head, &|p: &str| cfg.allowlist.allows(p))?;

@@ -841,3 +841,29 @@ fn quarantined_cases_are_left_out_of_steps_1_and_3_but_not_step_2() {
     let out = p.hcbench(&["gate", "--quarantine", bad.to_str().unwrap()]).code(2);
     assert!(out.stderr.contains("bad.json is not a quarantine file"), "{}", out.stderr);
 }
+
+#[test]
+fn the_same_commit_cannot_be_recorded_twice() {
+    let p = Project::new(&["tr-1"], &["te-1", "te-2"], "");
+    p.script(&["te-1"], "");
+    p.commit("agent fixes te-1");
+    p.gate(&[]).code(0);
+    p.record(&[]).code(0);
+    let results = std::fs::read(p.path().join("workspace/results.tsv")).unwrap();
+    // Gated again with nothing changed, the candidate ties its own score and passes; recording
+    // it again would count one commit twice.
+    p.gate(&[]).code(0);
+    let out = p.record(&[]).code(1);
+    let head = p.head();
+    assert!(
+        out.stdout.contains(&format!("commit {} is already recorded (row 1 of workspace/results.tsv)", &head[..12])),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(std::fs::read(p.path().join("workspace/results.tsv")).unwrap(), results, "nothing was recorded");
+    // A new commit is recordable.
+    p.script(&["te-1", "te-2"], "");
+    p.commit("agent fixes te-2");
+    p.gate(&[]).code(0);
+    p.record(&[]).code(0);
+}
