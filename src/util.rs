@@ -40,6 +40,11 @@ impl Bounded {
     }
 }
 
+/// A YAML parser's error for `file`: its snippet names the file, not `<input>`.
+pub fn yaml_error(e: &impl std::fmt::Display, file: &Path) -> String {
+    e.to_string().replace("<input>", &file.display().to_string())
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }

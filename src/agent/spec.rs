@@ -252,7 +252,8 @@ fn build(
     dir: Option<PathBuf>,
 ) -> Result<AgentSpec, SpecError> {
     let err = |message: String| SpecError { file: yaml_path.to_path_buf(), message };
-    let raw: RawSpec = serde_saphyr::from_str(yaml).map_err(|e| err(format!("is not valid: {e}")))?;
+    let raw: RawSpec = serde_saphyr::from_str(yaml)
+        .map_err(|e| err(format!("is not valid: {}", crate::util::yaml_error(&e, yaml_path))))?;
     let system_prompt = read(&raw.system_prompt_file).map_err(|m| err(format!("field `system_prompt_file`: {m}")))?;
     let action_format = read(&raw.action_format_file).map_err(|m| err(format!("field `action_format_file`: {m}")))?;
     let mut tool_descriptions = BTreeMap::new();

@@ -260,7 +260,7 @@ fn read_yaml<T: for<'de> Deserialize<'de>>(file: &Path) -> Result<T, Problem> {
         file: file.to_path_buf(),
         case: None,
         field: None,
-        message: format!("is not valid: {e}"),
+        message: format!("is not valid: {}", crate::util::yaml_error(&e, file)),
     })
 }
 

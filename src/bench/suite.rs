@@ -55,7 +55,7 @@ pub fn select_suite(root: &Path, name: &str, bench: &Benchmark) -> Result<Vec<St
     }
     let invalid = |message: String| SuiteError::Invalid { path: path.clone(), message };
     let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
-    let raw: RawSuite = serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let raw: RawSuite = serde_saphyr::from_str(&text).map_err(|e| invalid(crate::util::yaml_error(&e, &path)))?;
     for id in &raw.cases {
         if bench.case(id).is_none() {
             return Err(SuiteError::UnknownCase { path, id: id.clone(), benchmark: bench.name.clone() });

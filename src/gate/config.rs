@@ -122,7 +122,8 @@ impl Config {
         let raw: RawConfig = if text.trim().is_empty() {
             serde_saphyr::from_str("{}").map_err(|e| err(e.to_string()))?
         } else {
-            serde_saphyr::from_str(&text).map_err(|e| err(format!("is not valid: {e}")))?
+            serde_saphyr::from_str(&text)
+                .map_err(|e| err(format!("is not valid: {}", crate::util::yaml_error(&e, &path))))?
         };
         Config::resolve(raw, path.clone(), found).map_err(err)
     }

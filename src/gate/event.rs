@@ -78,6 +78,8 @@ pub(crate) struct RunInfo<'a> {
     pub agent_spec: &'a str,
     /// False when `agent_dir` has no agent.yaml and the embedded default runs.
     pub spec_found: bool,
+    /// False when `agent_dir/agent.yaml` exists but does not load (Step 0 fails with why).
+    pub spec_loads: bool,
     pub jobs: usize,
 }
 

@@ -262,7 +262,9 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
         }
         GateEvent::Started(info) => {
             let c = info.config;
-            let spec = if info.spec_found {
+            let spec = if !info.spec_loads {
+                format!("{}/agent.yaml does not load: see Step 0; not run", c.agent_dir)
+            } else if info.spec_found {
                 format!("{}/", c.agent_dir)
             } else {
                 format!("embedded default; {}/agent.yaml not found", c.agent_dir)

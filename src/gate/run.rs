@@ -85,6 +85,7 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
         profile: setup.profile.name(),
         agent_spec: &setup.spec.digest,
         spec_found: setup.spec.dir.is_some(),
+        spec_loads: setup.candidate_error.is_none(),
         jobs: settings.jobs,
     }));
     if !cfg.found {

@@ -118,7 +118,7 @@ impl Script {
     pub fn load(path: &Path) -> Result<Script, ScriptError> {
         let err = |message: String| ScriptError { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let mut script: Script = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut script: Script = serde_saphyr::from_str(&text).map_err(|e| err(crate::util::yaml_error(&e, path)))?;
         script.label = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         if !(0.0..=1.0).contains(&script.noise) {
             return Err(err(format!("field `noise`: {} is not a probability between 0 and 1", script.noise)));

@@ -867,3 +867,20 @@ fn the_same_commit_cannot_be_recorded_twice() {
     p.gate(&[]).code(0);
     p.record(&[]).code(0);
 }
+
+#[test]
+fn an_agent_yaml_that_does_not_parse_is_reported_as_such_with_its_path() {
+    let p = Project::new(&["tr-1"], &["te-1"], "");
+    p.write("agent/agent.yaml", "system_prompt_file: [unclosed\n");
+    let out = p.hcbench(&["gate"]).code(1);
+    assert!(!out.stdout.contains("not found"), "the file exists; it does not load:\n{}", out.stdout);
+    assert!(out.stdout.contains("agent/agent.yaml does not load: see Step 0"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("the candidate does not load: agent spec ./agent/agent.yaml: is not valid"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("<input>"), "the snippet names the file:\n{}", out.stdout);
+    assert!(out.stdout.contains("agent/agent.yaml:1:"), "{}", out.stdout);
+    assert!(!p.path().join("workspace/results.tsv").exists());
+}
