@@ -438,6 +438,11 @@ mod tests {
         }
     }
 
+    /// `sh -c script` in `dir`, with 20 s to run.
+    fn sh_in(script: &str, dir: &Path, sandbox: &Sandbox) -> CommandSpec {
+        CommandSpec::new(vec!["sh".into(), "-c".into(), script.into()], dir, Duration::from_secs(20), sandbox)
+    }
+
     fn bubblewrap_cell() -> Sandbox {
         let bwrap = Sandbox::resolve(crate::sandbox::SandboxChoice::Bubblewrap).expect("bubblewrap is installed");
         let cell = bwrap.for_cell().unwrap();
@@ -452,14 +457,7 @@ mod tests {
         // Below /tmp, as workspaces are by default: the supervisor empties /tmp after each
         // command, and must leave what is bound there alone.
         let dir = tempfile::tempdir().unwrap();
-        let spec = |script: &str| {
-            CommandSpec::new(
-                vec!["sh".into(), "-c".into(), script.into()],
-                dir.path(),
-                Duration::from_secs(20),
-                &sandbox,
-            )
-        };
+        let spec = |script: &str| sh_in(script, dir.path(), &sandbox);
         prepare(&spec("")).unwrap();
         assert_eq!(cell.started(), 1);
         // The first command leaves a file in /tmp, one in the workspace, and a daemon behind.
@@ -487,14 +485,7 @@ mod tests {
     async fn the_supervisor_is_out_of_its_commands_reach() {
         let sandbox = bubblewrap_cell();
         let dir = tempfile::tempdir().unwrap();
-        let sh = |script: &str| {
-            CommandSpec::new(
-                vec!["sh".into(), "-c".into(), script.into()],
-                dir.path(),
-                Duration::from_secs(20),
-                &sandbox,
-            )
-        };
+        let sh = |script: &str| sh_in(script, dir.path(), &sandbox);
         // Its pipes to hcbench, its memory and its environment are closed; signals do nothing;
         // the sandbox's root and the folders a command leaves in /tmp are no way to persist.
         let script = concat!(

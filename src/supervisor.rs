@@ -98,7 +98,7 @@ fn serve_on(input: impl BufRead, mut output: impl Write) -> io::Result<()> {
             Ok(request) => run(&request),
             Err(e) => (Response { error: Some(format!("bad request: {e}")), ..Response::default() }, vec![], vec![]),
         };
-        end_everything_else();
+        // `run` has ended every process already (a request that does not parse started none).
         empty(&["/tmp", "/dev/shm"]);
         let response = Response { stdout_len: stdout.len(), stderr_len: stderr.len(), ..response };
         serde_json::to_writer(&mut output, &response)?;

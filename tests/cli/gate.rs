@@ -15,9 +15,11 @@ use serde_json::Value;
 
 use crate::{BIN, Output, Test, tree_hashes};
 
-const FIX: &str = "    - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n    - {tool: finish}\n";
+pub(super) const FIX: &str =
+    "    - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n    - {tool: finish}\n";
 
-struct Project {
+/// A throwaway project under optimization, in git; shared with `gate_infra.rs`.
+pub(super) struct Project {
     dir: tempfile::TempDir,
     /// TMPDIR of every hcbench started by the test.
     tmp: tempfile::TempDir,
@@ -26,7 +28,7 @@ struct Project {
 impl Project {
     /// A committed project with `train` and `test` cases, an agent that fixes nothing, and a
     /// config (`extra` is appended to it).
-    fn new(train: &[&str], test: &[&str], extra: &str) -> Project {
+    pub(super) fn new(train: &[&str], test: &[&str], extra: &str) -> Project {
         let p = Project::files(train, test, extra);
         let repo = git2::Repository::init(p.path()).unwrap();
         drop(repo);
@@ -54,21 +56,21 @@ impl Project {
         p
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn write(&self, rel: &str, text: &str) {
+    pub(super) fn write(&self, rel: &str, text: &str) {
         let path = self.path().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    fn read(&self, rel: &str) -> String {
+    pub(super) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
-    fn case(&self, id: &str, split: &str, test: &str) {
+    pub(super) fn case(&self, id: &str, split: &str, test: &str) {
         self.write(
             &format!("benchmarks/demo/cases/{id}.yaml"),
             &format!(
@@ -79,7 +81,7 @@ impl Project {
     }
 
     /// The candidate: an agent that fixes exactly `passing` (plus extra script keys).
-    fn script(&self, passing: &[&str], extra: &str) {
+    pub(super) fn script(&self, passing: &[&str], extra: &str) {
         let mut s = format!("default:\n  - {{tool: finish}}\n{extra}cases:\n");
         for id in passing {
             s.push_str(&format!("  {id}:\n{FIX}"));
@@ -91,7 +93,7 @@ impl Project {
     }
 
     /// `git add -A && git commit`, through git2.
-    fn commit(&self, message: &str) -> String {
+    pub(super) fn commit(&self, message: &str) -> String {
         let repo = git2::Repository::open(self.path()).unwrap();
         let mut index = repo.index().unwrap();
         index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
@@ -112,12 +114,12 @@ impl Project {
         index.write().unwrap();
     }
 
-    fn hcbench(&self, args: &[&str]) -> Output {
+    pub(super) fn hcbench(&self, args: &[&str]) -> Output {
         Test::new().root(self.path()).env("TMPDIR", &self.tmp.path().to_string_lossy()).args(args).run()
     }
 
     /// `hcbench gate --format json ARGS`.
-    fn gate(&self, args: &[&str]) -> Output {
+    pub(super) fn gate(&self, args: &[&str]) -> Output {
         let mut all = vec!["gate", "--format", "json"];
         all.extend_from_slice(args);
         self.hcbench(&all)
