@@ -111,6 +111,10 @@ pub struct RunArgs {
     pub format: Format,
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+    /// Run test-split cases (the split `hcbench gate` keeps private) anyway: for a human, never
+    /// for an optimizing loop; recorded in workspace/.gate-state.json when a gate state exists.
+    #[arg(long, env = "HCBENCH_HUMAN_TEST_SPLIT")]
+    pub human_test_split: bool,
 }
 
 /// What a matrix is made of: shared by `matrix` and `plan`, so a plan describes exactly the
@@ -159,6 +163,10 @@ pub struct RunControl {
     /// Do not append this run to the results history (wins over --history).
     #[arg(long)]
     pub no_history: bool,
+    /// Run test-split cases (the split `hcbench gate` keeps private) anyway: for a human, never
+    /// for an optimizing loop; recorded in workspace/.gate-state.json when a gate state exists.
+    #[arg(long, env = "HCBENCH_HUMAN_TEST_SPLIT")]
+    pub human_test_split: bool,
 }
 
 #[derive(Debug, Args)]

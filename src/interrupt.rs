@@ -14,6 +14,11 @@
 //! only one in the process: tokio's Ctrl-C listener replaces the default SIGINT behaviour for
 //! the rest of the process.
 //!
+//! `hcbench gate` starts its session with [`Session::start_terminable`]: SIGTERM and SIGHUP
+//! (a supervisor stopping the loop, a closed terminal) then follow the same contract as Ctrl-C,
+//! so the gate never dies with its private test-split data or half its state written. Other
+//! commands keep the default action of those signals.
+//!
 //! A session also runs the batches, so no command drives the engine by hand:
 //! [`Session::execute`] for cells anywhere (the gate's private test cells),
 //! [`Session::execute_run`] for a run directory's cells (progress plus its results file).
@@ -30,14 +35,33 @@ use crate::replay::CellSummary;
 use crate::rundir::{RunDir, RunDirError};
 use crate::{exit, process};
 
-/// Directories to delete on a forced exit (second Ctrl-C).
-type Cleanup = Arc<Mutex<Vec<PathBuf>>>;
+/// Directories to delete on a forced exit (second Ctrl-C). Process-wide, not per session: the
+/// gate's private area ([`crate::gate::private`]) exists before its session and after it.
+static CLEANUP: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Registers a directory to delete if the user forces an exit while it exists.
+pub(crate) fn remove_on_forced_exit(dir: &Path) {
+    lock().push(dir.to_path_buf());
+}
+
+/// Undoes [`remove_on_forced_exit`], once the owner removed the directory itself.
+pub(crate) fn forget_on_forced_exit(dir: &Path) {
+    lock().retain(|p| p != dir);
+}
+
+/// Which signals a session treats as Ctrl-C.
+#[derive(Clone, Copy)]
+enum Signals {
+    /// SIGINT only.
+    Interrupt,
+    /// SIGINT, SIGTERM and SIGHUP.
+    Any,
+}
 
 /// The runtime, the cancellation flag and the Ctrl-C watcher of one command.
 pub(crate) struct Session {
     rt: tokio::runtime::Runtime,
     cancel: Cancel,
-    cleanup: Cleanup,
 }
 
 /// What a batch of cells came to.
@@ -51,23 +75,35 @@ impl Session {
     /// Starts the runtime and the watcher. `on_first` runs once, on the first Ctrl-C, after the
     /// cells were told to stop: the place to tell the user that a second Ctrl-C stops at once.
     pub(crate) fn start(on_first: impl FnOnce() + Send + 'static) -> io::Result<Session> {
+        Session::start_on(Signals::Interrupt, on_first)
+    }
+
+    /// [`Session::start`], with SIGTERM and SIGHUP handled like Ctrl-C (first: cancel; second:
+    /// stop at once). For `hcbench gate`.
+    pub(crate) fn start_terminable(on_first: impl FnOnce() + Send + 'static) -> io::Result<Session> {
+        Session::start_on(Signals::Any, on_first)
+    }
+
+    fn start_on(signals: Signals, on_first: impl FnOnce() + Send + 'static) -> io::Result<Session> {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         let cancel = Cancel::default();
-        let cleanup = Cleanup::default();
+        // The listeners are installed now, not when the watcher first runs, so a signal that
+        // arrives right after the session starts is not lost to the default action.
+        let mut watch = rt.block_on(async { Watch::new(signals) })?;
         {
-            let (cancel, cleanup) = (cancel.clone(), cleanup.clone());
+            let cancel = cancel.clone();
             rt.spawn(async move {
-                if tokio::signal::ctrl_c().await.is_err() {
+                if !watch.next().await {
                     return;
                 }
                 cancel.cancel();
                 on_first();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    force_exit(&cleanup);
+                if watch.next().await {
+                    force_exit();
                 }
             });
         }
-        Ok(Session { rt, cancel, cleanup })
+        Ok(Session { rt, cancel })
     }
 
     /// A session for a run whose progress display should hear about the first Ctrl-C (as an
@@ -88,12 +124,12 @@ impl Session {
 
     /// Registers a directory to delete if the user forces an exit while it exists.
     pub(crate) fn remove_on_forced_exit(&self, dir: &Path) {
-        lock(&self.cleanup).push(dir.to_path_buf());
+        remove_on_forced_exit(dir);
     }
 
     /// Undoes [`Session::remove_on_forced_exit`], once the owner removed the directory itself.
     pub(crate) fn forget(&self, dir: &Path) {
-        lock(&self.cleanup).retain(|p| p != dir);
+        forget_on_forced_exit(dir);
     }
 
     /// Runs a batch of cells through the engine under this session's Ctrl-C contract.
@@ -121,16 +157,45 @@ impl Session {
     }
 }
 
+/// The signals a session listens to.
+struct Watch {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Watch {
+    fn new(signals: Signals) -> io::Result<Watch> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let terminate = match signals {
+            Signals::Interrupt => None,
+            Signals::Any => Some((signal(SignalKind::terminate())?, signal(SignalKind::hangup())?)),
+        };
+        Ok(Watch { interrupt: signal(SignalKind::interrupt())?, terminate })
+    }
+
+    /// Waits for the next signal; false when no more can come.
+    async fn next(&mut self) -> bool {
+        match &mut self.terminate {
+            None => self.interrupt.recv().await.is_some(),
+            Some((term, hup)) => tokio::select! {
+                s = self.interrupt.recv() => s.is_some(),
+                s = term.recv() => s.is_some(),
+                s = hup.recv() => s.is_some(),
+            },
+        }
+    }
+}
+
 /// The second Ctrl-C: kill every child, delete the registered directories, exit 130.
-fn force_exit(cleanup: &Cleanup) -> ! {
+fn force_exit() -> ! {
     process::kill_all_groups();
-    for dir in lock(cleanup).iter() {
+    for dir in lock().iter() {
         let _ = std::fs::remove_dir_all(dir);
     }
     std::process::exit(exit::INTERRUPTED);
 }
 
 /// The list stays usable after a panic elsewhere: a forced exit must still clean up.
-fn lock(cleanup: &Cleanup) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
-    cleanup.lock().unwrap_or_else(|p| p.into_inner())
+fn lock() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    CLEANUP.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -29,7 +29,13 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // While the gate's test-split cells run, nothing is logged at any level (docs/gate.md).
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // Asked on every event (`sometimes`), never cached per call site: the answer changes.
+    let private = tracing_subscriber::filter::DynFilterFn::new(|_, _| !hcbench::gate::private::logs_silenced())
+        .with_callsite_filter(|_| tracing::subscriber::Interest::sometimes());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).finish().with(private).init();
 }
 
 /// `hcbench list | head` must end quietly when the reader goes away, as other Unix tools do,

@@ -11,7 +11,7 @@ use super::CommandError;
 use crate::rundir::Manifest;
 use crate::settings::{MatrixSettings, MatrixStart};
 
-pub fn ablate(s: MatrixSettings) -> Result<i32, CommandError> {
+pub fn ablate(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandError> {
     // `ablate --resume` of a matrix run would silently finish a matrix; say which command does.
     if let MatrixStart::Resume { run_dir, .. } = &s.start
         && Manifest::read(run_dir)?.ablations.is_empty()
@@ -22,5 +22,5 @@ pub fn ablate(s: MatrixSettings) -> Result<i32, CommandError> {
             run_dir.display()
         )));
     }
-    super::matrix::matrix(s)
+    super::matrix::matrix(s, human_test_split)
 }

@@ -30,6 +30,9 @@ pub fn gate(settings: &Settings, args: GateArgs) -> Result<i32, CommandError> {
         )));
     }
     let gate_settings = gate_settings(settings, &args)?;
+    // Still one thread here (the runtime starts with Step 1), as the private area needs; it is
+    // removed when this function returns, by value or by a panic (docs/gate.md).
+    let _private = gate::private::enter(&settings.root).map_err(|e| GateError::Setup(e.to_string()))?;
     let outcome = match args.format {
         GateFormat::Text => gate::run(&gate_settings, &mut TextSink::stdout())?,
         GateFormat::Json => gate::run(&gate_settings, &mut JsonSink::stdout())?,

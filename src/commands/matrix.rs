@@ -22,10 +22,12 @@ use crate::report::{self, progress};
 use crate::rundir::{Manifest, Plan, RunDir};
 use crate::settings::{MatrixSettings, MatrixStart};
 
-pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
+pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let (run, bench, profiles, spec, kept) = match s.start {
         MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds, ablations } => {
+            let command = if ablations.is_empty() { "matrix" } else { "ablate" };
+            super::test_split::guard(&s.root, &selected.benchmark, &selected.case_ids, human_test_split, command)?;
             let plan = Plan {
                 command: if ablations.is_empty() { "matrix" } else { "ablate" },
                 run_id: &run_id,
@@ -60,6 +62,7 @@ pub fn matrix(s: MatrixSettings) -> Result<i32, CommandError> {
                 )));
             }
             let bench = load_benchmark(&s.root, &m.benchmark)?;
+            super::test_split::guard(&s.root, &bench, &m.case_ids(), human_test_split, "matrix --resume")?;
             let profiles = registry.resolve_list(&m.profiles).map_err(|e| CommandError::Usage(e.to_string()))?;
             (run, bench, profiles, spec, kept)
         }

@@ -12,6 +12,7 @@ mod record;
 mod replay;
 mod report;
 mod run;
+mod test_split;
 mod trend;
 mod validate;
 
@@ -72,9 +73,18 @@ impl From<crate::report::ExportError> for CommandError {
 pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
     let settings = Settings::new(&cli, Environment::capture(&cli.root)?);
     match cli.command {
-        Command::Run(args) => run::run(&settings, settings.run(args)?),
-        Command::Matrix(args) => matrix::matrix(settings.matrix(args)?),
-        Command::Ablate(args) => ablate::ablate(settings.ablate(args)?),
+        Command::Run(args) => {
+            let human = args.human_test_split;
+            run::run(&settings, settings.run(args)?, human)
+        }
+        Command::Matrix(args) => {
+            let human = args.control.human_test_split;
+            matrix::matrix(settings.matrix(args)?, human)
+        }
+        Command::Ablate(args) => {
+            let human = args.control.human_test_split;
+            ablate::ablate(settings.ablate(args)?, human)
+        }
         Command::Plan(args) => plan::plan(settings.plan(args)?),
         Command::Report(args) => report::report(args),
         Command::Replay(args) => replay::replay(args),

@@ -15,8 +15,9 @@ use crate::rundir::{Manifest, Plan, RunDir};
 use crate::settings::{RunSettings, Settings};
 use crate::{engine, exit};
 
-pub fn run(settings: &Settings, s: RunSettings) -> Result<i32, CommandError> {
+pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Result<i32, CommandError> {
     let (bench, case_ids) = (&s.selected.benchmark, &s.selected.case_ids);
+    super::test_split::guard(&settings.root, bench, case_ids, human_test_split, "run")?;
     let plan = Plan {
         command: "run",
         run_id: &s.run_id,

@@ -4,8 +4,9 @@
 //!
 //! Train cells (Steps 1 and 3) run in `workspace/gate/<run-id>/{suite,promotion}/`, ordinary
 //! run directories the loop may read. Test cells (Step 2) run in the private directory
-//! (`super::private_dir`) and report a count only: [`TestProgress`] turns each finished cell
-//! into a number, so no sink ever sees which test case passed. A batch returns `None` once
+//! (`super::private_dir`, in the gate's private area) and report a count only: [`TestProgress`]
+//! turns each finished cell into a number, so no sink ever sees which test case passed, and
+//! every log line is silenced while they run ([`SilentLogs`]). A batch returns `None` once
 //! Ctrl-C was pressed, and the gate then stops without writing state.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use super::GateError;
 use super::event::{LiveEvent, LiveSink};
+use super::private::SilentLogs;
 use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::Benchmark;
@@ -53,7 +55,7 @@ pub(crate) struct Runner {
 }
 
 impl Runner {
-    /// Starts the session; the first Ctrl-C is reported to `live`.
+    /// Starts the session; the first Ctrl-C (or SIGTERM, or SIGHUP) is reported to `live`.
     pub(crate) fn start(
         root: &Path,
         run_id: &str,
@@ -62,7 +64,7 @@ impl Runner {
         live: Arc<dyn LiveSink>,
     ) -> Result<Runner, GateError> {
         let notify = live.clone();
-        let session = Session::start(move || notify.live(LiveEvent::Interrupted))
+        let session = Session::start_terminable(move || notify.live(LiveEvent::Interrupted))
             .map_err(|source| GateError::Io { context: "cannot start the async runtime".into(), source })?;
         Ok(Runner { session, root: root.to_path_buf(), run_id: run_id.to_string(), jobs, isolation, live })
     }
@@ -145,7 +147,13 @@ impl Runner {
         }
         let cells = interleave(per_arm);
         let progress = Arc::new(TestProgress(self.live.clone()));
-        let Some(summaries) = self.execute("gate", private, cells, progress) else {
+        // No log line while test cells run, at any verbosity: the engine, the agent loop, child
+        // processes and providers log cell ids, outcomes, argv and paths (super::private).
+        tracing::info!("Step 2: logging is silent while the test-split cells run");
+        let silent = SilentLogs::start();
+        let summaries = self.execute("gate", private, cells, progress);
+        drop(silent);
+        let Some(summaries) = summaries else {
             return Ok(None);
         };
         let mut by_arm: Vec<Vec<CellSummary>> = arms.iter().map(|_| Vec::new()).collect();

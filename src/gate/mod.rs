@@ -19,9 +19,10 @@
 //! - [`steps`] is the arithmetic (scores, thresholds, the paired rule, promotion), plain synchronous
 //!   functions; [`config`] resolves `experiment_config.yaml`; [`cells`] runs batches of cells
 //!   on one [`crate::interrupt::Session`] (one Ctrl-C contract for the whole gate).
-//! - Test-split cells run in a private directory outside the project ([`private_dir`]) that is
-//!   removed when Step 2 ends, so no trace, artifact, workspace or cached model response of a
-//!   test case stays where the optimizing agent could read it.
+//! - Test-split cells run in a private directory ([`private_dir`]) inside the gate's private
+//!   area ([`private`]: a tmpfs in a mount namespace of the gate's own, on a non-dumpable
+//!   process), removed when Step 2 ends, so no trace, artifact, workspace or cached model
+//!   response of a test case stays where the optimizing agent could read it.
 //!
 //! Words: the gate's set of train cases is the *regression set*; "suite" means a
 //! `suites/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
@@ -33,6 +34,7 @@ pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod event;
 pub(crate) mod git;
+pub mod private;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod run;
@@ -51,6 +53,7 @@ use crate::rundir::{Manifest, RunDirError};
 use crate::trace::event::Outcome;
 use state::{GateFiles, STATE_SCHEMA_VERSION, StateError, TRAIN_RESULTS, TrainCase, TrainResults};
 
+pub(crate) use private::{private_dir, sweep_private_dirs};
 pub(crate) use run::{GateSettings, run};
 
 /// Why the gate or `record` could not judge at all. [`GateError::is_usage`] separates what
@@ -108,11 +111,6 @@ pub(crate) fn candidate_spec(dir: &Path, agent_dir: &str) -> Result<AgentSpec, S
     let d = dir.join(agent_dir);
     if d.join("agent.yaml").is_file() { AgentSpec::load(&d) } else { Ok(AgentSpec::default()) }
 }
-
-/// Prefix of the private directories test-split cells run in.
-const PRIVATE_PREFIX: &str = "hcbench-gate-";
-/// File in a private directory naming the process that owns it.
-const OWNER_FILE: &str = "owner.pid";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainResultsError {
@@ -173,68 +171,4 @@ pub(crate) fn record_train_results(
     results.updated_at = now;
     files.write_protected(&mut state, TRAIN_RESULTS, &state::to_json(&results))?;
     Ok(root.join(TRAIN_RESULTS))
-}
-
-/// A private directory for test-split cells: outside the project, mode 0700, removed when the
-/// value drops (normal end, error, or the first Ctrl-C). It names its owner's pid so a later
-/// gate can remove one left by a process that was killed ([`sweep_private_dirs`]).
-pub(crate) fn private_dir(root: &Path) -> io::Result<tempfile::TempDir> {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = std::env::temp_dir();
-    if let (Ok(t), Ok(r)) = (tmp.canonicalize(), root.canonicalize())
-        && t.starts_with(&r)
-    {
-        return Err(io::Error::other(format!(
-            "the temporary directory {} is inside the project {}; test-split cells must run outside it: set TMPDIR elsewhere",
-            t.display(),
-            r.display()
-        )));
-    }
-    let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir_in(&tmp)?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-    std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())?;
-    Ok(dir)
-}
-
-/// Removes private directories whose owner process no longer exists (a gate killed with
-/// SIGKILL cannot clean up after itself). Returns how many were removed.
-pub(crate) fn sweep_private_dirs() -> usize {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return 0 };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        if !e.file_name().to_string_lossy().starts_with(PRIVATE_PREFIX) {
-            continue;
-        }
-        let Ok(pid) = std::fs::read_to_string(e.path().join(OWNER_FILE)) else { continue };
-        let Ok(pid) = pid.trim().parse::<i32>() else { continue };
-        let alive =
-            !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
-        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn private_dirs_are_closed_and_swept_when_orphaned() {
-        use std::os::unix::fs::PermissionsExt;
-        let root = tempfile::tempdir().unwrap();
-        let dir = private_dir(root.path()).unwrap();
-        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        assert!(!dir.path().starts_with(root.path()));
-        // A live owner (this process) is never swept.
-        sweep_private_dirs();
-        assert!(dir.path().exists());
-        // An orphan (owner gone) is.
-        let orphan = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir().unwrap().keep();
-        std::fs::write(orphan.join(OWNER_FILE), "2147483646").unwrap();
-        sweep_private_dirs();
-        assert!(!orphan.exists());
-    }
 }

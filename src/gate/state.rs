@@ -446,6 +446,19 @@ impl GateFiles {
         Ok((rel, now))
     }
 
+    /// Appends an audit entry that accepts no file: a human flag used by another command
+    /// (`--human-test-split`), so its use shows in the log. `what` takes the place of the file.
+    pub(crate) fn audit(&self, state: &mut GateState, what: &str, command: &str) -> Result<(), StateError> {
+        state.accepted.push(Acceptance {
+            at: crate::util::now_rfc3339(),
+            file: what.to_string(),
+            previous: None,
+            sha256: None,
+            command: command.to_string(),
+        });
+        self.save_state(state)
+    }
+
     /// `workspace/suite.json`, `suite.json` and `./workspace/suite.json` all name the same file.
     fn resolve_protected(&self, given: &str) -> Result<String, StateError> {
         let norm = given.trim().trim_start_matches("./").replace('\\', "/");

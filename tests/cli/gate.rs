@@ -60,6 +60,11 @@ impl Project {
         self.dir.path()
     }
 
+    /// The TMPDIR every hcbench of this project runs with.
+    pub(super) fn tmp(&self) -> &Path {
+        self.tmp.path()
+    }
+
     pub(super) fn write(&self, rel: &str, text: &str) {
         let path = self.path().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
