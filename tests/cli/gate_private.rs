@@ -1,0 +1,209 @@
+//! Way 7 of issue 15: the test split stays private. While a gate runs, a process of the same
+//! user finds no test-split data under $TMPDIR and cannot enter the gate's namespace; SIGTERM
+//! ends the gate like Ctrl-C with nothing left and nothing written; a `kill -9` leftover is swept
+//! by the next gate; logs at any verbosity name no test case; `run`/`matrix` refuse the test
+//! split without `--human-test-split`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::BIN;
+use super::gate::Project;
+
+/// Test cases whose test command takes a while, so Step 2 can be caught running.
+fn slow_project() -> Project {
+    let p = Project::new(&["tr-1"], &[], "");
+    for id in ["secret-1", "secret-2"] {
+        p.case(id, "test", "test_command: [sh, -c, 'sleep 4; grep -q \"a + b\" calc.py']\ntimeout_s: 30\n");
+    }
+    p.commit("slow test cases");
+    p
+}
+
+/// Starts `hcbench gate` (text format) and returns it with a receiver of its output lines.
+fn spawn_gate(p: &Project, extra_env: &[(&str, &str)]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["gate"])
+        .current_dir(p.path())
+        .env("TMPDIR", p.tmp())
+        .env("HCBENCH_WORKSPACES", p.tmp().join("workspaces"))
+        .envs(extra_env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    (child, rx)
+}
+
+/// Waits until a line containing `needle` arrives; returns every line so far.
+fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) {
+        let hit = line.contains(needle);
+        seen.push(line);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("no line with {needle:?}:\n{}", seen.join("\n"));
+}
+
+/// Every file under `dir` (not following links) whose path or content names a test case.
+fn test_data_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            found.extend(test_data_under(&path));
+        } else if path.to_string_lossy().contains("secret-")
+            || std::fs::read_to_string(&path).is_ok_and(|t| t.contains("secret-"))
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// A reader of the same user without privileges over other processes (root loses
+/// CAP_SYS_PTRACE, as an ordinary user never had it): can it list `path`?
+fn same_user_can_list(path: &Path) -> bool {
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--bounding-set", "-sys_ptrace,-dac_override,-dac_read_search", "--", "ls"]);
+        c
+    } else {
+        Command::new("ls")
+    };
+    cmd.arg(path).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success()
+}
+
+#[test]
+fn sigterm_during_step_2_leaves_no_test_data_and_writes_nothing() {
+    let p = slow_project();
+    let (mut gate, rx) = spawn_gate(&p, &[]);
+    wait_for(&rx, "Step 2");
+    std::thread::sleep(Duration::from_millis(1500));
+    // While test cells run: nothing of the test split under $TMPDIR as another process sees it,
+    // and the gate's namespace is closed to the same user.
+    assert_eq!(test_data_under(p.tmp()), Vec::<PathBuf>::new(), "test-split data visible while the gate runs");
+    let pid = gate.id();
+    assert!(!same_user_can_list(&PathBuf::from(format!("/proc/{pid}/root/"))), "the gate's root is open");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = gate.wait().unwrap();
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert_eq!(status.code(), Some(130), "SIGTERM ends the gate like Ctrl-C:\n{}", rest.join("\n"));
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "{}", rest.join("\n"));
+    // Nothing left: no area, no trace, no cell folder; nothing recorded.
+    let left: Vec<_> = std::fs::read_dir(p.tmp())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("hcbench-gate-") || n.starts_with("hcbench-cell-"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(test_data_under(p.tmp()), Vec::<PathBuf>::new());
+    for f in ["workspace/results.tsv", "workspace/suite.json", "workspace/pending_record.json"] {
+        assert!(!p.path().join(f).exists(), "{f} was written");
+    }
+}
+
+#[test]
+fn a_killed_gate_leaves_no_test_data_and_the_next_gate_sweeps_its_folder() {
+    let p = slow_project();
+    let (mut gate, rx) = spawn_gate(&p, &[]);
+    wait_for(&rx, "Step 2");
+    std::thread::sleep(Duration::from_millis(1500));
+    gate.kill().unwrap();
+    gate.wait().unwrap();
+    let areas = || -> Vec<String> {
+        std::fs::read_dir(p.tmp())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("hcbench-gate-"))
+            .collect()
+    };
+    // The tmpfs went with the gate: at most its empty folder (naming the dead owner) is left.
+    assert_eq!(test_data_under(p.tmp()), Vec::<PathBuf>::new(), "kill -9 left test-split data");
+    assert_eq!(areas().len(), 1, "the killed gate's folder");
+    std::thread::sleep(Duration::from_secs(5)); // its orphaned test commands end
+    let out = p.gate(&[]);
+    assert!(areas().is_empty(), "the next gate sweeps the leftover: {:?}\n{}", areas(), out.stderr);
+}
+
+#[test]
+fn logs_at_any_verbosity_name_no_test_case() {
+    let p = Project::new(&["tr-1"], &["secret-1", "secret-2"], "");
+    p.script(&["tr-1", "secret-1"], "");
+    p.commit("an agent that fixes tr-1 and secret-1");
+    let out = p.hcbench(&["-vv", "gate"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("logging is silent while the test-split cells run"), "logs are on:\n{}", out.stderr);
+    assert!(!out.stderr.contains("secret-") && !out.stdout.contains("secret-"), "{}\n{}", out.stdout, out.stderr);
+    let traced = super::Test::new()
+        .root(p.path())
+        .env("TMPDIR", &p.tmp().to_string_lossy())
+        .env("RUST_LOG", "trace")
+        .args(&["gate", "--format", "json"])
+        .run();
+    assert_eq!(traced.code, 0, "{}", traced.stderr);
+    assert!(!traced.stderr.contains("secret-") && !traced.stdout.contains("secret-"), "{}", traced.stderr);
+}
+
+#[test]
+fn run_and_matrix_refuse_the_test_split_without_the_human_flag() {
+    let p = Project::new(&["tr-1"], &["secret-1"], "");
+    assert_eq!(p.gate(&[]).code, 0, "a gate state exists");
+    let loop_run = |args: &[&str]| {
+        super::Test::new()
+            .root(p.path())
+            .env("TMPDIR", &p.tmp().to_string_lossy())
+            .env("HCBENCH_HUMAN_TEST_SPLIT", "false")
+            .args(args)
+            .run()
+    };
+    let profile = ["--benchmark", "demo", "--profile", "scripted:agent/script.yaml"];
+    for args in [
+        vec!["run", "--split", "test"],
+        vec!["run", "--case", "secret-1"],
+        vec!["run"],
+        vec!["matrix", "--profiles", "scripted:agent/script.yaml"],
+    ] {
+        let mut all = args.clone();
+        if args[0] == "run" {
+            all.extend(profile);
+        } else {
+            all.extend(["--benchmark", "demo"]);
+        }
+        let out = loop_run(&all);
+        assert_eq!(out.code, 2, "{all:?}: {}", out.stderr);
+        assert!(out.stderr.contains("--human-test-split"), "{}", out.stderr);
+        assert!(!out.stderr.contains("secret-1"), "the refusal names no test case: {}", out.stderr);
+    }
+    // The train split is fine; the test split with the flag runs, and the use is audited.
+    assert_ne!(loop_run(&[&["run", "--split", "train"][..], &profile[..]].concat()).code, 2);
+    let human = loop_run(&[&["run", "--split", "test", "--human-test-split"][..], &profile[..]].concat());
+    assert_eq!(human.code, 1, "runs (and the agent fails the case): {}", human.stderr);
+    let state = p.read("workspace/.gate-state.json");
+    assert!(state.contains("--human-test-split") && state.contains("test split: 1 case(s)"), "{state}");
+    // The audit entry is not a tampered state file: the next gate runs.
+    assert_eq!(p.gate(&[]).code, 0);
+}
