@@ -113,7 +113,7 @@ pub struct RunArgs {
     pub thresholds: ThresholdArgs,
     /// Run test-split cases (the split `hcbench gate` keeps private) anyway: for a human, never
     /// for an optimizing loop; recorded in workspace/.gate-state.json when a gate state exists.
-    #[arg(long, env = "HCBENCH_HUMAN_TEST_SPLIT")]
+    #[arg(long)]
     pub human_test_split: bool,
 }
 
@@ -165,7 +165,7 @@ pub struct RunControl {
     pub no_history: bool,
     /// Run test-split cases (the split `hcbench gate` keeps private) anyway: for a human, never
     /// for an optimizing loop; recorded in workspace/.gate-state.json when a gate state exists.
-    #[arg(long, env = "HCBENCH_HUMAN_TEST_SPLIT")]
+    #[arg(long)]
     pub human_test_split: bool,
 }
 

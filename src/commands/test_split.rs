@@ -2,11 +2,17 @@
 //!
 //! `hcbench gate` keeps per-case results of the test split away from the optimizing loop
 //! (docs/gate.md, "Privacy of the test split"); a plain `hcbench run --split test` would hand
-//! them over. So any selection that contains a case of the gate's test split (`test_split` in
-//! `experiment_config.yaml`, `test` when there is none or it does not load), however it was
-//! selected (`--split`, `--suite`, `--case`, the whole benchmark, a `--resume`d run), is a usage
-//! error (exit 2) naming `--human-test-split`. With the flag the run goes ahead, and when a gate
-//! state exists the use is appended to its audit log, so a loop that used it shows.
+//! them over. So in a project where the gate is in use (it has a gate state,
+//! `workspace/.gate-state.json`), any selection that contains a case of the gate's test split
+//! (`test_split` in `experiment_config.yaml`, `test` when there is none or it does not load),
+//! however it was selected (`--split`, `--suite`, `--case`, the whole benchmark, a `--resume`d
+//! run), is a usage error (exit 2) naming `--human-test-split`. With the flag the run goes
+//! ahead and the use is appended to the audit log, so a loop that used it shows.
+//!
+//! Why only there: without a gate there is no loop to keep the split from, and the tool's
+//! ordinary use (`hcbench matrix --profiles oracle,gpt,deepseek` over a whole benchmark, the
+//! README's first command) must not need a flag. Deleting `workspace/` to get rid of the gate
+//! state does not help a loop: the gate then refuses to run (its anchored state, docs/gate.md).
 //!
 //! `validate` runs only the control agents (oracle, nop), whose outcomes say nothing about the
 //! candidate, so it is not guarded; `plan` runs nothing; `trend` and `report` read runs that
@@ -22,6 +28,8 @@ use crate::lock::FileLock;
 
 /// The flag a human passes to run test-split cases.
 const FLAG: &str = "--human-test-split";
+/// The gate's state: its presence says the gate is in use in this project.
+const STATE_FILE: &str = "workspace/.gate-state.json";
 
 /// Refuses a selection with test-split cases unless `human`; with it, audits the use.
 pub(super) fn guard(
@@ -31,6 +39,9 @@ pub(super) fn guard(
     human: bool,
     command: &str,
 ) -> Result<(), CommandError> {
+    if !root.join(STATE_FILE).is_file() {
+        return Ok(());
+    }
     let split = Config::load(root, None).map(|c| c.test_split).unwrap_or(Split::Test);
     let tests = case_ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.split == split)).count();
     if tests == 0 {
@@ -43,7 +54,7 @@ pub(super) fn guard(
         )));
     }
     let files = GateFiles::new(root, &root.join(CONFIG_FILE));
-    if root.join("workspace/.gate-state.json").is_file() {
+    {
         let wait = |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to audit {FLAG}");
         let _lock = FileLock::acquire(&files.lock_path(), &format!("{command} {FLAG}"), Duration::MAX, wait)
             .map_err(|e| CommandError::Usage(e.to_string()))?;
@@ -52,9 +63,7 @@ pub(super) fn guard(
         files
             .audit(&mut state, &what, &format!("hcbench {command} {FLAG}"))
             .map_err(|e| CommandError::Internal(anyhow::Error::new(e)))?;
-        eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in workspace/.gate-state.json");
-    } else {
-        eprintln!("hcbench: {FLAG}: running {tests} test-split case(s) (no gate state to record it in)");
+        eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
     }
     Ok(())
 }

@@ -171,16 +171,14 @@ fn logs_at_any_verbosity_name_no_test_case() {
 #[test]
 fn run_and_matrix_refuse_the_test_split_without_the_human_flag() {
     let p = Project::new(&["tr-1"], &["secret-1"], "");
-    assert_eq!(p.gate(&[]).code, 0, "a gate state exists");
-    let loop_run = |args: &[&str]| {
-        super::Test::new()
-            .root(p.path())
-            .env("TMPDIR", &p.tmp().to_string_lossy())
-            .env("HCBENCH_HUMAN_TEST_SPLIT", "false")
-            .args(args)
-            .run()
-    };
+    let loop_run =
+        |args: &[&str]| super::Test::new().root(p.path()).env("TMPDIR", &p.tmp().to_string_lossy()).args(args).run();
     let profile = ["--benchmark", "demo", "--profile", "scripted:agent/script.yaml"];
+    // Before the gate is in use there is nothing to keep the split from: it runs without a flag.
+    let before = loop_run(&[&["run", "--split", "test"][..], &profile[..]].concat());
+    assert_eq!(before.code, 1, "runs (and the agent fails the case): {}", before.stderr);
+    assert!(!before.stderr.contains("--human-test-split"), "{}", before.stderr);
+    assert_eq!(p.gate(&[]).code, 0, "a gate state exists");
     for args in [
         vec!["run", "--split", "test"],
         vec!["run", "--case", "secret-1"],

@@ -93,8 +93,6 @@ impl Test {
                 "HCBENCH_WORKSPACES",
                 std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id())),
             )
-            // The suites here run test-split cases freely; tests/cli/gate_private.rs turns it off.
-            .env("HCBENCH_HUMAN_TEST_SPLIT", "true")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .expect("hcbench starts");
