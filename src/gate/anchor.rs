@@ -104,7 +104,8 @@ impl Anchor {
             let wt = git2::Worktree::open_from_repository(&repo).map_err(git)?;
             key = format!("{}:{key}", wt.name().ok().flatten().unwrap_or_default());
         }
-        let refname = if key.is_empty() { REF.to_string() } else { format!("{REF}-{}", &sha256_hex(key.as_bytes())[..16]) };
+        let refname =
+            if key.is_empty() { REF.to_string() } else { format!("{REF}-{}", &sha256_hex(key.as_bytes())[..16]) };
         Ok(Some(Anchor { repo, refname }))
     }
 

@@ -110,9 +110,7 @@ fn bind(
 ) -> Result<Binding, GateError> {
     let (tampered, _) = files.check(state)?;
     if !tampered.is_empty() {
-        return Ok(Binding::Refused(
-            tampered.iter().map(|t| format!("{}; {}", t.describe(), t.advice())).collect(),
-        ));
+        return Ok(Binding::Refused(tampered.iter().map(|t| format!("{}; {}", t.describe(), t.advice())).collect()));
     }
     let rows = files.read_results()?;
     let Some(pending) = files.read_pending()? else {

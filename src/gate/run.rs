@@ -29,7 +29,9 @@ use super::event::{
     StepResult, StepStart, UnmeasuredStep, Verdict,
 };
 use super::git::{Git, files_without_git};
-use super::state::{self, GateFiles, GateState, PENDING, PendingRecord, Recovery, RegressionSet, ResultsRow, SetUpdate};
+use super::state::{
+    self, GateFiles, GateState, PENDING, PendingRecord, Recovery, RegressionSet, ResultsRow, SetUpdate,
+};
 use super::steps::{self, Coverage, RegressionVerdict};
 use super::{GateError, candidate_spec, private_dir, sweep_private_dirs};
 use crate::agent::spec::AgentSpec;

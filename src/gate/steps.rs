@@ -67,7 +67,10 @@ impl NotPassing {
 
 /// Why each case's cells did not pass, from their outcomes; an epoch without a cell is "no
 /// result". Cases all of whose cells passed are absent.
-pub(crate) fn case_reasons<'a>(cells: impl IntoIterator<Item = &'a CellSummary>, epochs: u32) -> BTreeMap<String, String> {
+pub(crate) fn case_reasons<'a>(
+    cells: impl IntoIterator<Item = &'a CellSummary>,
+    epochs: u32,
+) -> BTreeMap<String, String> {
     let mut by_case: BTreeMap<String, (usize, Vec<(String, usize)>)> = BTreeMap::new();
     for c in cells {
         let (seen, labels) = by_case.entry(c.case_id.clone()).or_default();
@@ -508,7 +511,8 @@ mod tests {
         let r = case_reasons(&cells, 4);
         assert_eq!(r["a"], "failed 2, timeout 1 of 4 epochs");
         assert_eq!(r["b"], "harness error 1, no result 3 of 4 epochs");
-        assert!(!r.contains_key("p"), "a case whose cells all passed has no reason");
+        assert_eq!(r["p"], "no result 3 of 4 epochs", "epochs without a cell are named");
+        assert!(!case_reasons(&cells[5..], 1).contains_key("p"), "a case whose cells all passed has no reason");
         assert_eq!(case_reasons(&cells[4..5], 1)["b"], "harness error");
     }
 

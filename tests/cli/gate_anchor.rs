@@ -206,7 +206,8 @@ fn not_passing_lists_give_each_train_cases_score_and_reason() {
     p.case("tr-hang", "train", "test_command: [python3, -c, 'import time; time.sleep(60)']\ntimeout_s: 1\n");
     p.script(&["te-1", "tr-1"], "");
     p.commit("cases");
-    let suite = serde_json::json!({"schema_version": 1, "tasks": ["tr-1", "tr-2", "tr-hang", "ghost-9"], "threshold": 0.5});
+    let suite =
+        serde_json::json!({"schema_version": 1, "tasks": ["tr-1", "tr-2", "tr-hang", "ghost-9"], "threshold": 0.5});
     p.write("workspace/suite.json", &suite.to_string());
     let out = p.hcbench(&["gate", "--accept-state-change", "workspace/suite.json"]).code(1);
     assert!(
