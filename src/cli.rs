@@ -292,6 +292,14 @@ pub struct GateArgs {
     /// A gate state file a human changed on purpose (e.g. workspace/suite.json): record its current content as legitimate, then run the gate. Repeatable.
     #[arg(long, value_name = "FILE")]
     pub accept_state_change: Vec<String>,
+    /// Write the gate's state anchored in git (refs/hcbench/gate-state) back into workspace/,
+    /// e.g. after workspace/ was deleted; then run the gate. Logged in workspace/.gate-state.json.
+    #[arg(long, conflicts_with = "accept_state_reset")]
+    pub restore_state: bool,
+    /// A human starts a new history: the workspace's gate state as it is now (possibly empty)
+    /// replaces the one anchored in git (kept in the anchor's history); then run the gate. Logged.
+    #[arg(long)]
+    pub accept_state_reset: bool,
     /// The quarantine.json of `hcbench trend`: its cases of the gate's benchmark (flaky under the
     /// oracle) are left out of Step 1 (regression set) and Step 3 (promotion). Step 2 keeps every
     /// test case, so its score stays comparable with the recorded best.

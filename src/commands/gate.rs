@@ -65,6 +65,11 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
         profiles,
         wait,
         accept_state_change: args.accept_state_change.clone(),
+        recover_state: match (args.restore_state, args.accept_state_reset) {
+            (true, _) => Some(gate::state::Recovery::Restore),
+            (_, true) => Some(gate::state::Recovery::AcceptReset),
+            _ => None,
+        },
         quarantine,
         isolation: settings.isolation()?,
     })

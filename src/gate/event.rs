@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::config::Config;
 use super::git::Change;
-use super::state::{PENDING, Tamper};
+use super::state::{PENDING, Recovered, Tamper};
 use super::steps::{Coverage, Promotion, RegressionVerdict};
 use crate::bench::Split;
 use crate::exit;
@@ -56,6 +56,8 @@ pub(crate) enum GateEvent<'a> {
         file: &'a str,
         sha256: Option<&'a str>,
     },
+    /// `--restore-state` or `--accept-state-reset` recovered the gate's state.
+    StateRecovered(&'a Recovered),
     /// Everything that could be a usage error is resolved; the steps start.
     Started(&'a RunInfo<'a>),
     Note(Note<'a>),

@@ -28,6 +28,7 @@
 //! `suites/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
 //! keys (`tasks`), so the data model is unchanged.
 
+pub(crate) mod anchor;
 #[cfg(test)]
 mod calibration;
 pub(crate) mod cells;

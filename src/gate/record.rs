@@ -110,18 +110,7 @@ fn bind(
 ) -> Result<Binding, GateError> {
     let (tampered, _) = files.check(state)?;
     if !tampered.is_empty() {
-        return Ok(Binding::Refused(
-            tampered
-                .iter()
-                .map(|t| {
-                    format!(
-                        "{}; restore it, or if a human changed it on purpose: hcbench gate --accept-state-change {}",
-                        t.describe(),
-                        t.file()
-                    )
-                })
-                .collect(),
-        ));
+        return Ok(Binding::Refused(tampered.iter().map(|t| format!("{}; {}", t.describe(), t.advice())).collect()));
     }
     let rows = files.read_results()?;
     let Some(pending) = files.read_pending()? else {
@@ -223,25 +212,28 @@ fn history_reasons(
     reasons: &mut Vec<String>,
 ) -> Result<(), GateError> {
     let cfg = &settings.config;
-    let mut history = |message: String| {
+    // Reverting a commit leaves it in the history, which is what is checked: the advice that
+    // works takes the branch back onto `onto` and lets the gate's file guard name what to undo.
+    let mut history = |message: String, onto: Option<&str>| {
         if !settings.accept_history {
-            reasons.push(format!(
-                "{message}; revert those commits, or if a human made them on purpose: hcbench record --accept-history"
+            let fix = onto.map_or_else(String::new, |c| format!(
+                "reverting is not enough (the commits stay in the history): put the branch back with `git reset --soft {c}` (your changes stay staged), run `hcbench gate` (its file guard names each change outside the allowlist and how to undo it), commit, then record; "
             ));
+            reasons.push(format!("{message}; {fix}if a human made them on purpose: hcbench record --accept-history"));
         }
     };
     let base = match last_recorded(rows) {
         Some(c) => match g.resolve(&c) {
             Some(id) if g.is_ancestor(id, head)? => Some(id),
             Some(_) => {
-                history(format!(
-                    "the last recorded commit {} is not an ancestor of HEAD (history rewritten?)",
-                    short(&c)
-                ));
+                history(
+                    format!("the last recorded commit {} is not an ancestor of HEAD (history rewritten?)", short(&c)),
+                    Some(short(&c)),
+                );
                 None
             }
             None => {
-                history(format!("the last recorded commit {} is not in this repository", short(&c)));
+                history(format!("the last recorded commit {} is not in this repository", short(&c)), None);
                 None
             }
         },
@@ -261,12 +253,16 @@ fn history_reasons(
         }
     }
     if !outside.is_empty() {
-        history(format!(
-            "commits since {} change files outside the allowlist ({}): {}",
-            short(&base.to_string()),
-            cfg.allowlist.describe(),
-            outside.join("; ")
-        ));
+        let base = base.to_string();
+        history(
+            format!(
+                "commits since {} change files outside the allowlist ({}): {}",
+                short(&base),
+                cfg.allowlist.describe(),
+                outside.join("; ")
+            ),
+            Some(short(&base)),
+        );
     }
     Ok(())
 }
@@ -312,6 +308,9 @@ fn append(
         evals_total: pending.evals_total,
         timestamp: crate::util::now_rfc3339(),
     };
+    // The regression set first: its update is idempotent, so a record interrupted before the
+    // row is written and run again leaves the same set.
+    files.apply_set_update(state, &pending.regression_set, settings.config.threshold)?;
     let bytes = files.results_with(&row)?;
     files.write_protected(state, RESULTS, &bytes)?;
     files.remove_protected(state, PENDING)?;
@@ -342,7 +341,7 @@ fn binding_differences(candidate: &BTreeMap<String, String>, committed: &BTreeMa
         diffs.push(format!("{path} is committed but was not part of the gated candidate"));
     }
     if !diffs.is_empty() {
-        diffs.push("the pending record belongs to another candidate: run `hcbench gate` on what you committed".into());
+        diffs.push("the pending record belongs to another candidate: run `hcbench gate` on what you committed (with no uncommitted change in the allowlist), then record".into());
     }
     diffs
 }

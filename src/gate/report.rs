@@ -23,7 +23,7 @@ use super::event::{
     PromotionStep, STEP_NAMES, Status, StepResult, StepStart, UnmeasuredStep, Verdict,
 };
 use super::record::{RecordEvent, RecordOutcome, RecordSink, short};
-use super::state::{self, PENDING, REGRESSION_SET, RESULTS, TRAIN_RESULTS};
+use super::state::{self, PENDING, REGRESSION_SET, RESULTS, Recovered, Recovery, TRAIN_RESULTS};
 use super::steps::{Coverage, PAIRED_ALPHA, fmt_num, fmt_pair, signed};
 
 /// Version of the gate's `--format json` object.
@@ -243,7 +243,7 @@ fn detail(step: &StepResult) -> Value {
             PromotionStep::NoCandidates => json!({ "candidates": [], "promoted": [] }),
             PromotionStep::Ran { candidates, result, .. } => json!({
                 "candidates": candidates, "promoted": result.promoted, "pending": result.pending,
-                "still_failing": result.still_failing,
+                "still_failing": result.still_failing, "not_passing": result.not_passing,
             }),
         },
     }
@@ -260,6 +260,7 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
         GateEvent::Accepted { file, sha256: None } => {
             vec![format!("[gate] accepted that {file} no longer exists; logged in workspace/.gate-state.json")]
         }
+        GateEvent::StateRecovered(r) => vec![recovered_line(r)],
         GateEvent::Started(info) => {
             let c = info.config;
             let spec = if !info.spec_loads {
@@ -284,6 +285,22 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
         GateEvent::StepStarted(start) => start_lines(start),
         GateEvent::StepFinished(step) => step_lines(step),
         GateEvent::Finished(outcome) => verdict_lines(outcome),
+    }
+}
+
+fn recovered_line(r: &Recovered) -> String {
+    let commit = r.commit.as_deref().map_or_else(String::new, |c| format!(" (commit {})", short(c)));
+    match r.how {
+        Recovery::Restore => format!(
+            "[gate] restored the gate's state from {}{commit}: {}; logged in workspace/.gate-state.json",
+            r.refname,
+            r.files.join(", ")
+        ),
+        Recovery::AcceptReset => format!(
+            "[gate] accepted the workspace's gate state as it is now ({} protected file(s)) as the anchored state, replacing {}{commit}, which stays in the anchor's history; logged in workspace/.gate-state.json",
+            r.files.len(),
+            if r.refname.is_empty() { "nothing (not in git)" } else { r.refname.as_str() },
+        ),
     }
 }
 
@@ -349,8 +366,9 @@ fn step_lines(step: &StepResult) -> Vec<String> {
                 if v.pass { ">=" } else { "<" },
                 pass_fail(v.pass)
             )];
-            if !v.failing.is_empty() {
-                lines.push(format!("{IN}not passing: {}", v.failing.join(", ")));
+            if !v.not_passing.is_empty() {
+                let list: Vec<String> = v.not_passing.iter().map(|n| n.describe()).collect();
+                lines.push(format!("{IN}not passing: {}", list.join(", ")));
             }
             lines
         }
@@ -435,10 +453,7 @@ fn file_guard_lines(g: &FileGuard) -> Vec<String> {
     }
     for t in &g.tampered {
         lines.push(format!("{IN}FAIL: {}", t.describe()));
-        lines.push(format!(
-            "{IN}  restore it; or, if a human made this change on purpose: hcbench gate --accept-state-change {}",
-            t.file()
-        ));
+        lines.push(format!("{IN}  {}", t.advice()));
     }
     if let Some(e) = &g.candidate_error {
         lines.push(format!("{IN}FAIL: the candidate does not load: {e}"));
@@ -548,7 +563,7 @@ fn promotion_lines(p: &PromotionStep) -> Vec<String> {
                 lines.push(format!("{IN}no case promoted"));
             } else {
                 lines.push(format!(
-                    "{IN}promoted {} case(s) into the regression set: {}",
+                    "{IN}promoted {} case(s), joining the regression set when `hcbench record` records this candidate: {}",
                     result.promoted.len(),
                     result.promoted.join(", ")
                 ));
@@ -560,8 +575,9 @@ fn promotion_lines(p: &PromotionStep) -> Vec<String> {
                     pending.iter().map(|id| format!("{id} ({}/{needed})", result.pending[id])).collect();
                 lines.push(format!("{IN}passing, promoted after more consecutive passing gates: {}", list.join(", ")));
             }
-            if !result.still_failing.is_empty() {
-                lines.push(format!("{IN}still failing: {}", result.still_failing.join(", ")));
+            if !result.not_passing.is_empty() {
+                let list: Vec<String> = result.not_passing.iter().map(|n| n.describe()).collect();
+                lines.push(format!("{IN}still failing: {}", list.join(", ")));
             }
             lines
         }
@@ -572,7 +588,7 @@ fn promotion_lines(p: &PromotionStep) -> Vec<String> {
 fn verdict_lines(outcome: &GateOutcome) -> Vec<String> {
     match &outcome.verdict {
         Verdict::Passed => vec![format!(
-            "[gate] PASSED: all steps clear (val_score {}); commit the candidate, then run `hcbench record` ({PENDING} holds the numbers)",
+            "[gate] PASSED: all steps clear (val_score {}); commit the candidate, then run `hcbench record` ({PENDING} holds the numbers and the regression set's update)",
             fmt_num(outcome.scores.map_or(0.0, |s| s.val_score))
         )],
         Verdict::Interrupted => vec!["[gate] interrupted: no state was written".into()],
@@ -741,7 +757,8 @@ mod tests {
     /// its `messages` are the text's last lines.
     #[test]
     fn text_and_json_render_the_same_events() {
-        let set = judge_regression_set(&ids(&["a", "b"]), &[("a".to_string(), 1.0)].into(), &[], 0.8);
+        let reasons = [("b".to_string(), "failed".to_string())].into();
+        let set = judge_regression_set(&ids(&["a", "b"]), &[("a".to_string(), 1.0)].into(), &reasons, &[], 0.8);
         let bench =
             FullBenchmark::Simple { val_score: 0.25, best: Some(0.5), pass: false, cases: 4, cells: 4, no_verdict: 1 };
         let steps = [
@@ -765,7 +782,7 @@ mod tests {
         let text = String::from_utf8(text.out).unwrap();
         assert_eq!(String::from_utf8(json.lines.out).unwrap(), text);
         let expected = "       1/2 passed: rate 0.5 < threshold 0.8  FAIL
-       not passing: b
+       not passing: b (score 0, failed)
        val_score 0.25 < best 0.5  FAIL
        1 of 4 cell(s) produced no verdict (infrastructure error) and count 0
 [gate] Step 3: promotion skipped (Steps 1 and 2 failed)

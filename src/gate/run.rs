@@ -8,8 +8,9 @@
 //! Step 2 runs even when Step 1 failed, so the loop learns both numbers; Step 3 only when both
 //! passed. A step whose cells are mostly infrastructure errors (harness, provider, timeout,
 //! missing; more than `max_unmeasured`) stops the gate with "unmeasured" ([`Stop::Unmeasured`]):
-//! a candidate nobody measured must be neither committed nor reverted. State is written only by a passing gate, at the very end: the regression set
-//! (promotions, last results) and the pending record that `hcbench record` consumes. Test-split
+//! a candidate nobody measured must be neither committed nor reverted. State is written only by a passing gate, at the very end: the pending
+//! record that `hcbench record` consumes, which also carries the regression set's update
+//! (promotions, last results): `record` applies it, so an unrecorded candidate changes nothing. Test-split
 //! cells run in a private directory outside the project and only aggregates leave it, so the
 //! optimizing agent never learns which test case failed. Ctrl-C stops the gate between or
 //! during steps without writing anything ([`Stop::Interrupted`]).
@@ -28,7 +29,9 @@ use super::event::{
     StepResult, StepStart, UnmeasuredStep, Verdict,
 };
 use super::git::{Git, files_without_git};
-use super::state::{self, GateFiles, GateState, PENDING, PendingRecord, REGRESSION_SET, RegressionSet, ResultsRow};
+use super::state::{
+    self, GateFiles, GateState, PENDING, PendingRecord, Recovery, RegressionSet, ResultsRow, SetUpdate,
+};
 use super::steps::{self, Coverage, RegressionVerdict};
 use super::{GateError, candidate_spec, private_dir, sweep_private_dirs};
 use crate::agent::spec::AgentSpec;
@@ -55,6 +58,9 @@ pub(crate) struct GateSettings {
     pub wait: Duration,
     /// State files a human changed on purpose (`--accept-state-change`).
     pub accept_state_change: Vec<String>,
+    /// `--restore-state` or `--accept-state-reset`: a human recovers state that disagrees with
+    /// its anchor in git.
+    pub recover_state: Option<Recovery>,
     /// Cases of the benchmark `hcbench trend` quarantined (`--quarantine FILE`): flaky under
     /// the oracle, so left out of Steps 1 and 3. Step 2 keeps them: its score must stay
     /// comparable with the best recorded in results.tsv.
@@ -71,7 +77,14 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
     let _lock = FileLock::acquire(&files.lock_path(), "gate", settings.wait, |holder| {
         sink.event(&GateEvent::WaitingForLock { holder })
     })?;
-    let mut state = files.load_state()?;
+    let mut state = match settings.recover_state {
+        Some(how) => {
+            let (state, done) = files.recover(how)?;
+            sink.event(&GateEvent::StateRecovered(&done));
+            state
+        }
+        None => files.load_state()?,
+    };
     for f in &settings.accept_state_change {
         let (file, sha) = files.accept(&mut state, f, "hcbench gate --accept-state-change")?;
         sink.event(&GateEvent::Accepted { file: &file, sha256: sha.as_deref() });
@@ -288,7 +301,7 @@ impl Gate<'_> {
         if runner.is_cancelled() {
             return Err(Stop::Interrupted);
         }
-        self.write_state(&next, candidate_files)?;
+        self.write_state(SetUpdate::between(&set, &next), candidate_files)?;
         Ok(Verdict::Passed)
     }
 
@@ -372,8 +385,8 @@ impl Gate<'_> {
             1,
             vec![("candidate", steps::coverage(&summaries, runnable.len() * epochs as usize, true))],
         )?;
-        let scores = steps::case_scores(&summaries, epochs);
-        let verdict = steps::judge_regression_set(&set.cases, &scores, &missing, set.threshold);
+        let (scores, reasons) = (steps::case_scores(&summaries, epochs), steps::case_reasons(&summaries, epochs));
+        let verdict = steps::judge_regression_set(&set.cases, &scores, &reasons, &missing, set.threshold);
         self.emit(GateEvent::StepFinished(&StepResult::RegressionSet(Some(verdict.clone()))));
         Ok(Some(verdict))
     }
@@ -559,7 +572,8 @@ impl Gate<'_> {
                         .ok_or(Stop::Interrupted)?;
                     let scores = steps::case_scores(&summaries, epochs);
                     let needed = self.cfg.promotion_passes;
-                    let result = steps::promote(next, &scores, &candidates, needed);
+                    let reasons = steps::case_reasons(&summaries, epochs);
+                    let result = steps::promote(next, &scores, &reasons, &candidates, needed);
                     PromotionStep::Ran { candidates, result, needed }
                 }
             }
@@ -568,10 +582,10 @@ impl Gate<'_> {
         Ok(())
     }
 
-    /// A passing gate's only writes: the regression set and the pending record.
-    fn write_state(&mut self, next: &RegressionSet, candidate: BTreeMap<String, String>) -> Result<(), GateError> {
+    /// A passing gate's only write: the pending record, with the regression set's update that
+    /// `record` applies.
+    fn write_state(&mut self, regression_set: SetUpdate, candidate: BTreeMap<String, String>) -> Result<(), GateError> {
         let scores = self.scores.expect("Step 2 ran");
-        self.files.write_protected(&mut self.state, REGRESSION_SET, &state::to_json(next))?;
         let pending = PendingRecord {
             schema_version: state::STATE_SCHEMA_VERSION,
             created_at: crate::util::now_rfc3339(),
@@ -587,6 +601,7 @@ impl Gate<'_> {
             val_score: scores.val_score,
             evals_passed: scores.evals_passed as u64,
             evals_total: scores.evals_total as u64,
+            regression_set,
         };
         self.files.write_protected(&mut self.state, PENDING, &state::to_json(&pending))?;
         Ok(())

@@ -18,6 +18,15 @@
 //! hash and appends an entry to the audit log. This makes tampering evident, not impossible:
 //! a process that also rewrites `.gate-state.json` is not stopped (see docs/gate.md).
 //!
+//! **Anchor.** Deleting the whole workspace would delete the hashes with the files; so every
+//! save of `.gate-state.json` also anchors the state in git ([`super::anchor`]), and every load
+//! checks the workspace against the anchor: lost or replaced state is an error naming the
+//! recovery (`hcbench gate --restore-state` or `--accept-state-reset`), never a first run.
+//!
+//! **Promotions wait for `record`.** A passing gate does not write the regression set: Step 1's
+//! scores and Step 3's promotions travel in the pending record ([`SetUpdate`]) and `record`
+//! applies them, so a candidate that is never committed and recorded never changes the set.
+//!
 //! **Invariant:** only the functions here write these files, always under the workspace lock.
 
 use std::collections::BTreeMap;
@@ -26,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::anchor::{Anchor, AnchorError};
 use crate::util::{natural_cmp, sha256_hex, write_atomic};
 
 /// Version of suite.json, pending_record.json, train_results.json and .gate-state.json.
@@ -39,7 +49,7 @@ pub(crate) const REGRESSION_SET: &str = "workspace/suite.json";
 pub(crate) const RESULTS: &str = "workspace/results.tsv";
 pub(crate) const PENDING: &str = "workspace/pending_record.json";
 pub(crate) const TRAIN_RESULTS: &str = "workspace/train_results.json";
-const STATE: &str = "workspace/.gate-state.json";
+pub(crate) const STATE: &str = "workspace/.gate-state.json";
 const LOCK: &str = "workspace/.gate.lock";
 
 #[derive(Debug, thiserror::Error)]
@@ -58,12 +68,18 @@ pub enum StateError {
     TooNew { path: String, found: u32 },
     #[error("`{given}` is not a gate state file; protected files: {protected}")]
     NotProtected { given: String, protected: String },
+    #[error(transparent)]
+    Anchor(#[from] AnchorError),
 }
 
 impl StateError {
     /// True when the user can fix it (a bad file), false when hcbench failed (I/O).
     pub(crate) fn is_usage(&self) -> bool {
-        !matches!(self, StateError::Read { .. } | StateError::Write { .. })
+        match self {
+            StateError::Read { .. } | StateError::Write { .. } => false,
+            StateError::Anchor(e) => e.is_usage(),
+            _ => true,
+        }
     }
 }
 
@@ -243,6 +259,45 @@ pub(crate) struct PendingRecord {
     /// Step 1 numbers, as auto-harness records them.
     pub evals_passed: u64,
     pub evals_total: u64,
+    /// What `record` applies to the regression set (Step 1's scores, Step 3's promotions).
+    #[serde(default)]
+    pub regression_set: SetUpdate,
+}
+
+/// A passing gate's changes to the regression set, applied by `record` when it records the
+/// candidate ([`SetUpdate::apply`]); a gate alone never changes `suite.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetUpdate {
+    /// Cases Step 3 promoted, naturally sorted.
+    #[serde(default)]
+    pub promoted: Vec<String>,
+    /// Scores of this gate (Step 1's cases and the promoted ones): they become `last_results`.
+    #[serde(default, serialize_with = "natural_map")]
+    pub last_results: BTreeMap<String, f64>,
+    /// The promotion streaks after this gate (absolute, so applying twice changes nothing).
+    #[serde(default, serialize_with = "natural_map")]
+    pub promotion_streaks: BTreeMap<String, u32>,
+}
+
+impl SetUpdate {
+    /// The update that turns `before` into `after` (the gate's next regression set).
+    pub(crate) fn between(before: &RegressionSet, after: &RegressionSet) -> SetUpdate {
+        SetUpdate {
+            promoted: after.cases.iter().filter(|c| !before.cases.contains(c)).cloned().collect(),
+            last_results: after.last_results.clone(),
+            promotion_streaks: after.promotion_streaks.clone(),
+        }
+    }
+
+    /// Applies the update; idempotent, so a `record` interrupted after writing the set and
+    /// run again leaves the same set.
+    pub(crate) fn apply(&self, set: &mut RegressionSet) {
+        set.cases.extend(self.promoted.iter().cloned());
+        sort_ids(&mut set.cases);
+        set.last_results.extend(self.last_results.clone());
+        set.promotion_streaks = self.promotion_streaks.clone();
+    }
 }
 
 /// `workspace/train_results.json`: the latest outcome of each train case, with provenance.
@@ -280,6 +335,31 @@ pub(crate) struct GateState {
     /// Every change a human accepted, oldest first.
     #[serde(default)]
     pub accepted: Vec<Acceptance>,
+    /// True once the state was anchored in git: a missing anchor is then an error, not an
+    /// older project meeting the anchor for the first time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anchored: bool,
+}
+
+/// How a human recovers the gate's state when it disagrees with its anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// `--restore-state`: write the anchored files back into the workspace.
+    Restore,
+    /// `--accept-state-reset`: the workspace's state, as it is (possibly empty), becomes the
+    /// anchored one; the previous anchor commit stays as its parent.
+    AcceptReset,
+}
+
+/// What a recovery did, for the sinks.
+#[derive(Debug, Clone)]
+pub(crate) struct Recovered {
+    pub how: Recovery,
+    pub refname: String,
+    /// The anchor commit restored from or replaced (None: there was none).
+    pub commit: Option<String>,
+    /// The state files written back (restore) or now anchored (reset).
+    pub files: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -332,6 +412,18 @@ impl Tamper {
             Tamper::Unrecorded { file, .. } => format!("{file} exists but hcbench never wrote it"),
         }
     }
+
+    /// How to undo the change: hcbench's own files come back from the anchor in git, the
+    /// config (the human's file, tracked in git) from git.
+    pub(crate) fn advice(&self) -> String {
+        let file = self.file();
+        let restore = if file.starts_with("workspace/") {
+            "restore it with `hcbench gate --restore-state` (writes back every state file anchored in git, then runs the gate)".to_string()
+        } else {
+            format!("restore it (e.g. `git checkout HEAD -- {file}`)")
+        };
+        format!("{restore}; or, if a human made this change on purpose: hcbench gate --accept-state-change {file}")
+    }
 }
 
 /// The paths of the gate's files for one project root.
@@ -380,19 +472,125 @@ impl GateFiles {
         }
     }
 
+    /// The recorded hashes and audit log, checked against the anchor ([`super::anchor`]): a
+    /// workspace whose state is missing, replaced, or whose anchor was deleted is an error
+    /// naming the recovery. State met without an anchor (a project from before the anchor) is
+    /// anchored now.
     pub(crate) fn load_state(&self) -> Result<GateState, StateError> {
-        let state: Option<GateState> = read_json(&self.root.join(STATE), STATE)?;
-        let state = state.unwrap_or(GateState { schema_version: STATE_SCHEMA_VERSION, ..Default::default() });
-        if state.schema_version > STATE_SCHEMA_VERSION {
-            return Err(StateError::TooNew { path: STATE.into(), found: state.schema_version });
+        let (bytes, mut state) = self.load_unanchored()?;
+        let Some(anchor) = Anchor::open(&self.root)? else { return Ok(state) };
+        let (refname, state_name) = (anchor.refname.clone(), STATE);
+        match (bytes, anchor.read()?) {
+            (None, Some(snap)) => {
+                return Err(AnchorError::WorkspaceLost { state: state_name, refname, summary: summary(&snap) }.into());
+            }
+            (Some(b), Some(snap)) if snap.files.get(STATE) != Some(&b) => {
+                let commit = snap.commit.to_string()[..12].to_string();
+                return Err(AnchorError::Differs { state: state_name, refname, commit }.into());
+            }
+            (Some(_), None) if state.anchored => {
+                return Err(AnchorError::AnchorLost { state: state_name, refname }.into());
+            }
+            (Some(_), None) => self.save_state(&mut state)?,
+            _ => {}
         }
         Ok(state)
     }
 
-    fn save_state(&self, state: &GateState) -> Result<(), StateError> {
+    /// The workspace's `.gate-state.json` (its bytes and content) without the anchor check.
+    fn load_unanchored(&self) -> Result<(Option<Vec<u8>>, GateState), StateError> {
+        let bytes = read_bytes(&self.root.join(STATE), STATE)?;
+        let state = match &bytes {
+            Some(b) => serde_json::from_slice::<GateState>(b)
+                .map_err(|e| StateError::Invalid { path: STATE.into(), message: e.to_string() })?,
+            None => GateState { schema_version: STATE_SCHEMA_VERSION, ..Default::default() },
+        };
+        if state.schema_version > STATE_SCHEMA_VERSION {
+            return Err(StateError::TooNew { path: STATE.into(), found: state.schema_version });
+        }
+        Ok((bytes, state))
+    }
+
+    /// Writes `.gate-state.json`, then anchors the state: every file whose recorded hash it
+    /// holds, from the workspace or, when the workspace's copy no longer matches (tampered
+    /// with), from the previous anchor, so the anchor only ever holds what hcbench vouches for.
+    fn save_state(&self, state: &mut GateState) -> Result<(), StateError> {
+        let anchor = Anchor::open(&self.root)?;
+        state.anchored = anchor.is_some();
         let bytes = to_json(state);
         std::fs::create_dir_all(self.workspace()).map_err(|source| StateError::Write { path: STATE.into(), source })?;
-        write_atomic(&self.root.join(STATE), &bytes).map_err(|source| StateError::Write { path: STATE.into(), source })
+        write_atomic(&self.root.join(STATE), &bytes)
+            .map_err(|source| StateError::Write { path: STATE.into(), source })?;
+        let Some(anchor) = anchor else { return Ok(()) };
+        let previous = anchor.read()?.map(|s| s.files).unwrap_or_default();
+        let mut files = BTreeMap::from([(STATE.to_string(), bytes)]);
+        for rel in WRITTEN {
+            let Some(recorded) = state.files.get(rel) else { continue };
+            let disk = read_bytes(&self.path(rel), rel)?;
+            let vouched = [disk.as_ref(), previous.get(rel)].into_iter().flatten().find(|b| sha256_hex(b) == *recorded);
+            if let Some(b) = vouched {
+                files.insert(rel.to_string(), b.clone());
+            }
+        }
+        anchor.write(&files)?;
+        Ok(())
+    }
+
+    /// `--restore-state` or `--accept-state-reset`, done before the state is loaded (the load
+    /// would refuse the state being recovered). Returns the state and what was done; both are
+    /// logged in the audit log.
+    pub(crate) fn recover(&self, how: Recovery) -> Result<(GateState, Recovered), StateError> {
+        let anchor = Anchor::open(&self.root)?;
+        let snapshot = anchor.as_ref().map(Anchor::read).transpose()?.flatten();
+        let refname = anchor.as_ref().map_or_else(String::new, |a| a.refname.clone());
+        let commit = snapshot.as_ref().map(|s| s.commit.to_string());
+        let (mut state, files, command) = match how {
+            Recovery::Restore => {
+                let Some(snap) = snapshot else {
+                    return Err(AnchorError::NothingToRestore(match anchor {
+                        Some(a) => format!("{} does not exist", a.refname),
+                        None => format!("{} is not in a git repository", self.root.display()),
+                    })
+                    .into());
+                };
+                // The other files first, `.gate-state.json` last: until it is written, a crash
+                // leaves a workspace that still disagrees with the anchor (and says so).
+                for rel in WRITTEN {
+                    match snap.files.get(rel) {
+                        Some(b) => write_atomic(&self.path(rel), b)
+                            .map_err(|source| StateError::Write { path: rel.into(), source })?,
+                        None => match std::fs::remove_file(self.path(rel)) {
+                            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                                return Err(StateError::Write { path: rel.into(), source: e });
+                            }
+                            _ => {}
+                        },
+                    }
+                }
+                std::fs::create_dir_all(self.workspace())
+                    .map_err(|source| StateError::Write { path: STATE.into(), source })?;
+                if let Some(b) = snap.files.get(STATE) {
+                    write_atomic(&self.root.join(STATE), b)
+                        .map_err(|source| StateError::Write { path: STATE.into(), source })?;
+                }
+                let files: Vec<String> = snap.files.keys().cloned().collect();
+                (self.load_state()?, files, "hcbench gate --restore-state")
+            }
+            Recovery::AcceptReset => {
+                let (_, state) = self.load_unanchored()?;
+                let files = state.files.keys().cloned().collect();
+                (state, files, "hcbench gate --accept-state-reset")
+            }
+        };
+        state.accepted.push(Acceptance {
+            at: crate::util::now_rfc3339(),
+            file: "(gate state)".into(),
+            previous: commit.clone(),
+            sha256: None,
+            command: command.into(),
+        });
+        self.save_state(&mut state)?;
+        Ok((state, Recovered { how, refname, commit, files }))
     }
 
     /// Compares every protected file with its recorded hash. The config is protected from the
@@ -516,6 +714,19 @@ impl GateFiles {
         Ok(set)
     }
 
+    /// `record`: applies the recorded candidate's [`SetUpdate`] to the regression set (a new
+    /// set gets `threshold`). Always written, so the first record fixes the set's threshold.
+    pub(crate) fn apply_set_update(
+        &self,
+        state: &mut GateState,
+        update: &SetUpdate,
+        threshold: f64,
+    ) -> Result<(), StateError> {
+        let mut set = self.read_regression_set()?.unwrap_or_else(|| RegressionSet::new(threshold));
+        update.apply(&mut set);
+        self.write_protected(state, REGRESSION_SET, &to_json(&set))
+    }
+
     pub(crate) fn read_results(&self) -> Result<Vec<ResultsRow>, StateError> {
         match std::fs::read_to_string(self.path(RESULTS)) {
             Ok(text) => parse_results(RESULTS, &text),
@@ -562,6 +773,37 @@ impl GateFiles {
     pub(crate) fn config_sha(&self) -> Result<Option<String>, StateError> {
         self.sha_of(&self.config_name)
     }
+}
+
+/// The files hcbench writes (and anchors), besides `.gate-state.json`.
+const WRITTEN: [&str; 4] = [REGRESSION_SET, RESULTS, PENDING, TRAIN_RESULTS];
+
+fn read_bytes(path: &Path, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StateError::Read { path: name.into(), source }),
+    }
+}
+
+/// What an anchored state holds, in a few words: "3 recorded iteration(s), best val_score 0.5,
+/// a regression set of 2 case(s)".
+fn summary(snap: &super::anchor::Snapshot) -> String {
+    let mut parts = Vec::new();
+    match snap.files.get(RESULTS).map(|b| parse_results(RESULTS, &String::from_utf8_lossy(b))) {
+        Some(Ok(rows)) => {
+            let best = super::steps::best(&rows).map_or_else(String::new, |b| format!(", best val_score {b}"));
+            parts.push(format!("{} recorded iteration(s){best}", rows.len()));
+        }
+        _ => parts.push("no recorded iteration".into()),
+    }
+    if let Some(Ok(set)) = snap.files.get(REGRESSION_SET).map(|b| serde_json::from_slice::<RegressionSet>(b)) {
+        parts.push(format!("a regression set of {} case(s)", set.cases.len()));
+    }
+    if snap.files.contains_key(PENDING) {
+        parts.push("a pending record".into());
+    }
+    parts.join(", ")
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path, name: &str) -> Result<Option<T>, StateError> {

@@ -9,7 +9,8 @@
 //! of [`crate::stats::paired`]'s 95% interval of (candidate - HEAD) lies below -margin (see
 //! [`judge_paired`] for why, and its error rates). Numbers shown to people go through
 //! [`fmt_pair`], which prints just enough digits for the printed comparison to agree with the
-//! real one.
+//! real one. "Not passing" lists ([`NotPassing`]) give each train case's score and why it did
+//! not pass (its cells' outcomes); the test split never gets such a list.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +48,74 @@ pub(crate) fn passes(score: f64) -> bool {
     score >= PASS_SCORE
 }
 
+/// A train case that did not pass, as the "not passing" and "still failing" lists show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct NotPassing {
+    pub case: String,
+    pub score: f64,
+    /// The outcomes of its cells that did not pass: "failed", "timeout", "harness error", ...;
+    /// over several epochs with counts ("failed 2, timeout 1 of 4 epochs").
+    pub reason: String,
+}
+
+impl NotPassing {
+    /// "bugfix-1 (score 0, failed)".
+    pub(crate) fn describe(&self) -> String {
+        format!("{} (score {}, {})", self.case, fmt_num(self.score), self.reason)
+    }
+}
+
+/// Why each case's cells did not pass, from their outcomes; an epoch without a cell is "no
+/// result". Cases all of whose cells passed are absent.
+pub(crate) fn case_reasons<'a>(
+    cells: impl IntoIterator<Item = &'a CellSummary>,
+    epochs: u32,
+) -> BTreeMap<String, String> {
+    let mut by_case: BTreeMap<String, (usize, Vec<(String, usize)>)> = BTreeMap::new();
+    for c in cells {
+        let (seen, labels) = by_case.entry(c.case_id.clone()).or_default();
+        *seen += 1;
+        if c.outcome == Some(Outcome::Passed) {
+            continue;
+        }
+        let label = c.outcome_label().replace('_', " ");
+        match labels.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => labels.push((label, 1)),
+        }
+    }
+    let epochs = epochs.max(1) as usize;
+    by_case
+        .into_iter()
+        .filter_map(|(case, (seen, mut labels))| {
+            if seen < epochs {
+                labels.push(("no result".into(), epochs - seen));
+            }
+            if labels.is_empty() {
+                return None;
+            }
+            let reason = if epochs == 1 {
+                labels.into_iter().map(|(l, _)| l).collect::<Vec<_>>().join(", ")
+            } else {
+                let counts: Vec<String> = labels.into_iter().map(|(l, n)| format!("{l} {n}")).collect();
+                format!("{} of {epochs} epochs", counts.join(", "))
+            };
+            Some((case, reason))
+        })
+        .collect()
+}
+
+/// The not-passing entries of `ids`: score and reason (a case without cells has no result).
+fn not_passing(ids: &[String], scores: &BTreeMap<String, f64>, reasons: &BTreeMap<String, String>) -> Vec<NotPassing> {
+    ids.iter()
+        .map(|c| NotPassing {
+            case: c.clone(),
+            score: scores.get(c).copied().unwrap_or(0.0),
+            reason: reasons.get(c).cloned().unwrap_or_else(|| "no result".into()),
+        })
+        .collect()
+}
+
 /// Step 1's verdict. Serialized as Step 1's `detail` in `gate --format json`, whose keys keep
 /// the names of suite.json (`tasks` is the size of the set).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,13 +133,16 @@ pub(crate) struct RegressionVerdict {
     pub missing: Vec<String>,
     /// Cases of the set that did not pass, naturally sorted.
     pub failing: Vec<String>,
+    /// The same cases with their scores and reasons.
+    pub not_passing: Vec<NotPassing>,
 }
 
 /// Judges the regression set: every case counts in the denominator; a case without a score
-/// failed.
+/// failed. `reasons` is [`case_reasons`] of the cells.
 pub(crate) fn judge_regression_set(
     cases: &[String],
     scores: &BTreeMap<String, f64>,
+    reasons: &BTreeMap<String, String>,
     missing: &[String],
     threshold: f64,
 ) -> RegressionVerdict {
@@ -87,6 +159,11 @@ pub(crate) fn judge_regression_set(
         }
     }
     sort_ids(&mut failing);
+    let mut reasons = reasons.clone();
+    for m in missing {
+        reasons.insert(m.clone(), "not a train case".into());
+    }
+    let not_passing = not_passing(&failing, scores, &reasons);
     let rate = if cases.is_empty() { 1.0 } else { passed as f64 / cases.len() as f64 };
     RegressionVerdict {
         cases: cases.len(),
@@ -98,6 +175,7 @@ pub(crate) fn judge_regression_set(
         scores: all,
         missing: missing.to_vec(),
         failing,
+        not_passing,
     }
 }
 
@@ -294,14 +372,17 @@ pub(crate) struct Promotion {
     pub pending: BTreeMap<String, u32>,
     /// Still failing (their streak, if any, is reset).
     pub still_failing: Vec<String>,
+    /// The same cases with their scores and reasons.
+    pub not_passing: Vec<NotPassing>,
 }
 
 /// Applies re-run scores to the regression set: a case passing for the `needed`-th
 /// consecutive gate joins it (cases stay naturally sorted); a failing re-run resets the case's
-/// streak. The set only grows.
+/// streak. The set only grows. `reasons` ([`case_reasons`]) explain the cases still failing.
 pub(crate) fn promote(
     set: &mut RegressionSet,
     rerun: &BTreeMap<String, f64>,
+    reasons: &BTreeMap<String, String>,
     candidates: &[String],
     needed: u32,
 ) -> Promotion {
@@ -327,6 +408,7 @@ pub(crate) fn promote(
     sort_ids(&mut set.cases);
     sort_ids(&mut out.promoted);
     sort_ids(&mut out.still_failing);
+    out.not_passing = not_passing(&out.still_failing, rerun, reasons);
     out
 }
 
@@ -381,7 +463,7 @@ mod tests {
         assert_eq!(scores["a"], 0.5);
         assert!(passes(0.5));
         assert!(!passes(0.49999999999999994));
-        let v = judge_regression_set(&ids(&["a"]), &scores, &[], 1.0);
+        let v = judge_regression_set(&ids(&["a"]), &scores, &BTreeMap::new(), &[], 1.0);
         assert!(v.pass && v.passed == 1);
     }
 
@@ -390,11 +472,11 @@ mod tests {
         let cases = ids(&["a", "b", "c", "d", "e"]);
         let mut scores: BTreeMap<String, f64> = cases.iter().map(|c| (c.clone(), 1.0)).collect();
         scores.insert("e".into(), 0.0);
-        let v = judge_regression_set(&cases, &scores, &[], 0.8);
+        let v = judge_regression_set(&cases, &scores, &BTreeMap::new(), &[], 0.8);
         assert_eq!((v.passed, v.cases, v.rate), (4, 5, 0.8));
         assert!(v.pass, "4/5 = 0.8 >= 0.8 is inclusive");
         scores.insert("d".into(), 0.0);
-        assert!(!judge_regression_set(&cases, &scores, &[], 0.8).pass, "3/5 fails");
+        assert!(!judge_regression_set(&cases, &scores, &BTreeMap::new(), &[], 0.8).pass, "3/5 fails");
     }
 
     #[test]
@@ -406,16 +488,37 @@ mod tests {
         ];
         let scores = case_scores(&cells, 1);
         assert_eq!(scores["b"], 0.0);
-        let v = judge_regression_set(&ids(&["a", "b", "c", "ghost"]), &scores, &ids(&["ghost"]), 0.5);
+        let reasons = case_reasons(&cells, 1);
+        let v = judge_regression_set(&ids(&["a", "b", "c", "ghost"]), &scores, &reasons, &ids(&["ghost"]), 0.5);
         assert_eq!((v.passed, v.cases), (1, 4));
         assert!(!v.pass);
         assert_eq!(v.failing, ids(&["b", "c", "ghost"]));
         assert_eq!(v.scores["ghost"], 0.0);
+        let listed: Vec<String> = v.not_passing.iter().map(NotPassing::describe).collect();
+        assert_eq!(listed, ["b (score 0, timeout)", "c (score 0, incomplete)", "ghost (score 0, not a train case)"]);
+    }
+
+    #[test]
+    fn reasons_name_each_cells_outcome_with_counts_over_epochs() {
+        let cells = [
+            cell("a", Some(Outcome::Failed), 0.0),
+            cell("a", Some(Outcome::Passed), 1.0),
+            cell("a", Some(Outcome::Timeout), 0.0),
+            cell("a", Some(Outcome::Failed), 0.0),
+            cell("b", Some(Outcome::HarnessError), 0.0),
+            cell("p", Some(Outcome::Passed), 1.0),
+        ];
+        let r = case_reasons(&cells, 4);
+        assert_eq!(r["a"], "failed 2, timeout 1 of 4 epochs");
+        assert_eq!(r["b"], "harness error 1, no result 3 of 4 epochs");
+        assert_eq!(r["p"], "no result 3 of 4 epochs", "epochs without a cell are named");
+        assert!(!case_reasons(&cells[5..], 1).contains_key("p"), "a case whose cells all passed has no reason");
+        assert_eq!(case_reasons(&cells[4..5], 1)["b"], "harness error");
     }
 
     #[test]
     fn an_empty_regression_set_passes() {
-        let v = judge_regression_set(&[], &BTreeMap::new(), &[], 0.8);
+        let v = judge_regression_set(&[], &BTreeMap::new(), &BTreeMap::new(), &[], 0.8);
         assert!(v.pass);
         assert_eq!(v.cases, 0);
     }
@@ -532,12 +635,14 @@ mod tests {
 
         let rerun: BTreeMap<String, f64> =
             [("c-2", 1.0), ("c-3", 0.0), ("c-10", 1.0)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        let p = promote(&mut set, &rerun, &cands, 1);
+        let reasons: BTreeMap<String, String> = [("c-3".to_string(), "failed".to_string())].into();
+        let p = promote(&mut set, &rerun, &reasons, &cands, 1);
         assert_eq!(p.promoted, ids(&["c-2", "c-10"]));
         assert_eq!(p.still_failing, ids(&["c-3"]));
+        assert_eq!(p.not_passing[0].describe(), "c-3 (score 0, failed)");
         assert_eq!(set.cases, ids(&["c-2", "c-10", "in-set"]));
 
-        let nothing = promote(&mut set, &BTreeMap::new(), &[], 1);
+        let nothing = promote(&mut set, &BTreeMap::new(), &BTreeMap::new(), &[], 1);
         assert_eq!(nothing, Promotion::default());
     }
 
@@ -546,12 +651,12 @@ mod tests {
         let mut set = RegressionSet::new(0.8);
         let c = ids(&["x", "y"]);
         let pass_both: BTreeMap<String, f64> = [("x".to_string(), 1.0), ("y".to_string(), 1.0)].into();
-        let p = promote(&mut set, &pass_both, &c, 2);
+        let p = promote(&mut set, &pass_both, &BTreeMap::new(), &c, 2);
         assert!(p.promoted.is_empty());
         assert_eq!(p.pending, [("x".to_string(), 1), ("y".to_string(), 1)].into());
         // y fails once: its streak starts over.
         let only_x: BTreeMap<String, f64> = [("x".to_string(), 1.0), ("y".to_string(), 0.0)].into();
-        let p = promote(&mut set, &only_x, &c, 2);
+        let p = promote(&mut set, &only_x, &BTreeMap::new(), &c, 2);
         assert_eq!(p.promoted, ids(&["x"]));
         assert!(!set.promotion_streaks.contains_key("y"));
         assert_eq!(set.cases, ids(&["x"]));

@@ -226,11 +226,12 @@ fn fresh_start_passes_and_record_writes_the_baseline() {
         out.stderr
     );
     assert!(p.path().join("workspace/pending_record.json").is_file());
+    assert!(!p.path().join("workspace/suite.json").exists(), "the regression set is written by record");
+
+    let out = p.record(&[]).code(0).stdout_has("[record] iteration 0: val_score 0.5, evals 0/0");
     let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
     assert_eq!(suite["tasks"], serde_json::json!([]));
     assert_eq!(suite["threshold"], 0.8);
-
-    let out = p.record(&[]).code(0).stdout_has("[record] iteration 0: val_score 0.5, evals 0/0");
     let tsv = p.read("workspace/results.tsv");
     let lines: Vec<&str> = tsv.lines().collect();
     assert_eq!(lines[0], "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp");
@@ -336,6 +337,7 @@ fn four_of_five_meets_a_threshold_of_0_8() {
     p.hand_suite(&["tr-1", "tr-2", "tr-3", "tr-4", "tr-5"], 0.8);
     let out = p.hcbench(&["gate", "--accept-state-change", "workspace/suite.json"]).code(0);
     assert!(out.stdout.contains("4/5 passed: rate 0.8 >= threshold 0.8  PASS"), "{}", out.stdout);
+    p.record(&[]).code(0);
     let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
     assert_eq!(suite["last_results"]["tr-4"], 1.0);
     assert_eq!(suite["last_results"]["tr-5"], 0.0, "last_results records the passing gate's scores");
@@ -377,12 +379,13 @@ fn promotion_adds_newly_passing_train_cases_in_natural_order() {
     assert_eq!(strings(&s3["candidates"]), ["tr-1", "tr-2", "tr-3", "tr-10"]);
     assert_eq!(strings(&s3["promoted"]), ["tr-2", "tr-10"], "several cases, naturally sorted");
     assert_eq!(strings(&s3["still_failing"]), ["tr-1", "tr-3"]);
-    let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
-    assert_eq!(strings(&suite["tasks"]), ["tr-2", "tr-10"]);
 
-    // Next gate: the suite runs the promoted cases; the suite only grows.
+    // Next gate: the suite runs the promoted cases (applied when the candidate is recorded);
+    // the suite only grows.
     p.commit("fix tr-2 and tr-10");
     p.record(&[]).code(0).stdout_has("evals 0/0");
+    let suite: Value = serde_json::from_str(&p.read("workspace/suite.json")).unwrap();
+    assert_eq!(strings(&suite["tasks"]), ["tr-2", "tr-10"]);
     p.script(&["te-1", "tr-1", "tr-2", "tr-3", "tr-10"], "");
     p.train_run(); // now every train case passes
     let r = p.gate(&[]).code(0).json();
@@ -400,7 +403,11 @@ fn promotion_can_require_consecutive_passes() {
     p.script(&["te-1", "tr-1"], "");
     let r = p.gate(&[]).code(0).json();
     assert_eq!(step(&r, 3)["detail"]["pending"]["tr-1"], 1);
+    // Streaks count recorded candidates: each gate's streak lands in suite.json with its record.
+    p.commit("fix tr-1");
+    p.record(&[]).code(0);
     assert!(p.read("workspace/suite.json").contains("\"promotion_streaks\""));
+    p.script(&["te-1", "tr-1"], "# the next candidate\n");
     let r = p.gate(&[]).code(0).json();
     assert_eq!(strings(&step(&r, 3)["detail"]["promoted"]), ["tr-1"], "promoted after the second consecutive pass");
 }

@@ -9,6 +9,7 @@ mod context;
 mod exit_policy;
 mod exploits;
 mod gate;
+mod gate_anchor;
 mod gate_infra;
 mod gate_private;
 mod html;
