@@ -12,7 +12,8 @@
 //! Why only there: without a gate there is no loop to keep the split from, and the tool's
 //! ordinary use (`hcbench matrix --profiles oracle,gpt,deepseek` over a whole benchmark, the
 //! README's first command) must not need a flag. Deleting `workspace/` to get rid of the gate
-//! state does not help a loop: the gate then refuses to run (its anchored state, docs/gate.md).
+//! state does not help a loop: the state anchored in git ([`crate::gate::anchor`]) still says
+//! the gate is in use, and loading it fails, naming the human's recovery.
 //!
 //! `validate` runs only the control agents (oracle, nop), whose outcomes say nothing about the
 //! candidate, so it is not guarded; `plan` runs nothing; `trend` and `report` read runs that
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use super::CommandError;
 use crate::bench::{Benchmark, Split};
+use crate::gate::anchor::Anchor;
 use crate::gate::config::{CONFIG_FILE, Config};
 use crate::gate::state::GateFiles;
 use crate::lock::FileLock;
@@ -39,7 +41,7 @@ pub(super) fn guard(
     human: bool,
     command: &str,
 ) -> Result<(), CommandError> {
-    if !root.join(STATE_FILE).is_file() {
+    if !gate_in_use(root) {
         return Ok(());
     }
     let split = Config::load(root, None).map(|c| c.test_split).unwrap_or(Split::Test);
@@ -66,4 +68,12 @@ pub(super) fn guard(
         eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
     }
     Ok(())
+}
+
+/// Whether the gate is in use here: a gate state in the workspace, or one anchored in git
+/// (a deleted workspace must not make the split public; loading the state then fails, naming
+/// the recovery).
+fn gate_in_use(root: &std::path::Path) -> bool {
+    root.join(STATE_FILE).is_file()
+        || Anchor::open(root).ok().flatten().is_some_and(|a| a.read().ok().flatten().is_some())
 }

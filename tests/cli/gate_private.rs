@@ -204,4 +204,13 @@ fn run_and_matrix_refuse_the_test_split_without_the_human_flag() {
     assert!(state.contains("--human-test-split") && state.contains("test split: 1 case(s)"), "{state}");
     // The audit entry is not a tampered state file: the next gate runs.
     assert_eq!(p.gate(&[]).code, 0);
+    // Deleting the workspace does not make the split public: the state anchored in git says
+    // the gate is in use, and its loss is named.
+    std::fs::remove_dir_all(p.path().join("workspace")).unwrap();
+    let lost = loop_run(&[&["run", "--split", "test", "--human-test-split"][..], &profile[..]].concat());
+    assert_eq!(lost.code, 2, "{}", lost.stderr);
+    assert!(lost.stderr.contains("--restore-state"), "{}", lost.stderr);
+    let out = loop_run(&[&["run", "--split", "test"][..], &profile[..]].concat());
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--human-test-split"), "{}", out.stderr);
 }
