@@ -62,6 +62,9 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
         profiles,
         wait,
         accept_state_change: args.accept_state_change.clone(),
+        accept_config: args.accept_config,
+        accept_profile_change: args.accept_profile_change,
+        accept_history: args.accept_history,
         quarantine,
         isolation: settings.isolation()?,
     })
