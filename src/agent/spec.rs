@@ -399,8 +399,11 @@ mod tests {
             ("../outside.md".to_string(), "leaves the agent directory with `..`"),
             ("link.md".to_string(), "is a symbolic link to"),
         ] {
-            std::fs::write(dir.join("agent.yaml"), format!("system_prompt_file: '{value}'\naction_format_file: f.md\n"))
-                .unwrap();
+            std::fs::write(
+                dir.join("agent.yaml"),
+                format!("system_prompt_file: '{value}'\naction_format_file: f.md\n"),
+            )
+            .unwrap();
             let e = AgentSpec::load(&dir).unwrap_err().to_string();
             assert!(e.contains("agent.yaml") && e.contains("field `system_prompt_file`") && e.contains(needle), "{e}");
             assert!(e.contains("put the file in"), "the message says how to fix it: {e}");

@@ -78,8 +78,9 @@ pub enum GateError {
     #[error(transparent)]
     RunDir(#[from] RunDirError),
     /// A config, profile definition or history only a human can vouch for ([`trust`]).
+    /// Boxed: its messages carry several fields, and every gate result would pay for them.
     #[error(transparent)]
-    Trust(#[from] trust::TrustError),
+    Trust(Box<trust::TrustError>),
     /// hcbench could not read, write or run something; the cause is the source.
     #[error("{context}")]
     Io {

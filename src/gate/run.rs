@@ -609,11 +609,16 @@ impl Gate<'_> {
             (Some(g), Some(head)) => trust::head_spec_digest(g, head, &self.cfg.agent_dir)?,
             _ => None,
         };
-        let specs: Vec<&str> = [Some(self.setup.spec.digest.as_str()), head_spec.as_deref()].into_iter().flatten().collect();
+        let specs: Vec<&str> =
+            [Some(self.setup.spec.digest.as_str()), head_spec.as_deref()].into_iter().flatten().collect();
         let (t, stale) = trust::trusted_train_results(t, &self.setup.profile, &specs);
         if let Some(st) = stale {
             let profile = &self.cfg.profile;
-            self.emit(GateEvent::Note(Note::StaleTrainResults { cases: st.cases.len(), example: &st.example, profile }));
+            self.emit(GateEvent::Note(Note::StaleTrainResults {
+                cases: st.cases.len(),
+                example: &st.example,
+                profile,
+            }));
         }
         Ok(t)
     }

@@ -69,6 +69,12 @@ pub enum TrustError {
     History { message: String, base: String },
 }
 
+impl From<TrustError> for GateError {
+    fn from(e: TrustError) -> GateError {
+        GateError::Trust(Box::new(e))
+    }
+}
+
 /// A human's override the gate just logged, for its output.
 pub(crate) struct Accepted(pub String);
 
@@ -151,9 +157,12 @@ fn check_profile(c: &BeforeCells<'_>, state: &mut GateState) -> Result<Option<Ac
         .into());
     }
     // The last row that knows its definition (rows from before these columns do not).
-    let last = c.rows.iter().enumerate().rev().find_map(|(i, r)| {
-        r.provenance.as_ref().filter(|v| v.profile_digest != "-").map(|v| (i + 1, v))
-    });
+    let last = c
+        .rows
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, r)| r.provenance.as_ref().filter(|v| v.profile_digest != "-").map(|v| (i + 1, v)));
     let Some((row, recorded)) = last else { return Ok(None) };
     if recorded.profile == p.name && recorded.profile_digest == def.digest {
         return Ok(None);
@@ -263,7 +272,9 @@ pub(crate) fn history_base(
     let Some(c) = last else { return Ok(Ok(None)) };
     Ok(match g.resolve(&c) {
         Some(id) if g.is_ancestor(id, head)? => Ok(Some(id)),
-        Some(_) => Err(format!("the last recorded commit {} is not an ancestor of HEAD (history rewritten?)", short(&c))),
+        Some(_) => {
+            Err(format!("the last recorded commit {} is not an ancestor of HEAD (history rewritten?)", short(&c)))
+        }
         None => Err(format!("the last recorded commit {} is not in this repository", short(&c))),
     })
 }

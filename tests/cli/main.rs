@@ -10,6 +10,7 @@ mod exit_policy;
 mod exploits;
 mod gate;
 mod gate_infra;
+mod gate_trust;
 mod html;
 mod matrix;
 mod plan;
