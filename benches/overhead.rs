@@ -26,7 +26,7 @@ use hcbench::agent::spec::AgentSpec;
 use hcbench::bench::load_benchmark;
 use hcbench::engine::{self, Cancel};
 use hcbench::events::NullSink;
-use hcbench::model::{Profile, ProfileKind};
+use hcbench::model::Profile;
 use hcbench::process::{self, CommandSpec};
 use hcbench::sandbox::{Isolation, Sandbox, SandboxChoice};
 use hcbench::trace::{EventBody, read_trace};
@@ -42,7 +42,7 @@ fn main() {
     let case_ids: Vec<String> = bench.cases.iter().map(|c| c.id.clone()).collect();
     let profiles: Vec<Profile> = ["oracle-a", "oracle-b", "oracle-c"]
         .iter()
-        .map(|n| Profile { name: n.to_string(), kind: ProfileKind::Oracle })
+        .map(|n| Profile { name: n.to_string(), ..Profile::oracle() })
         .collect();
     let spec = Arc::new(AgentSpec::default());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

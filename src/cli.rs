@@ -300,6 +300,18 @@ pub struct GateArgs {
     /// replaces the one anchored in git (kept in the anchor's history); then run the gate. Logged.
     #[arg(long)]
     pub accept_state_reset: bool,
+    /// Use the config given with --config although it is not <root>/experiment_config.yaml (a
+    /// human vouches for it; logged in workspace/.gate-state.json, valid while its content stays).
+    #[arg(long)]
+    pub accept_config: bool,
+    /// Run although the gated profile's definition (models.toml, --models, HCBENCH_MODELS, ...)
+    /// differs from the one of the last record (a human changed it on purpose; logged).
+    #[arg(long)]
+    pub accept_profile_change: bool,
+    /// Run although commits since the last record touch files outside the allowlist (a human
+    /// made them on purpose; logged, and `record` then checks only the commits after it).
+    #[arg(long)]
+    pub accept_history: bool,
     /// The quarantine.json of `hcbench trend`: its cases of the gate's benchmark (flaky under the
     /// oracle) are left out of Step 1 (regression set) and Step 3 (promotion). Step 2 keeps every
     /// test case, so its score stays comparable with the recorded best.
@@ -322,6 +334,10 @@ pub struct RecordArgs {
     /// (for a human who changed the project on purpose; logged in workspace/.gate-state.json).
     #[arg(long)]
     pub accept_history: bool,
+    /// Use the config given with --config although it is not <root>/experiment_config.yaml (a
+    /// human vouches for it; logged in workspace/.gate-state.json).
+    #[arg(long)]
+    pub accept_config: bool,
     /// `text`: a `[record]` line; `json`: one object with the row, or the reasons it was refused.
     #[arg(long, value_enum, default_value = "text")]
     pub format: GateFormat,

@@ -179,7 +179,7 @@ impl AgentSpec {
         build(
             &yaml,
             |name| {
-                let p = dir.join(name);
+                let p = inside_agent_dir(dir, name)?;
                 std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
             },
             &yaml_path,
@@ -243,6 +243,33 @@ impl AgentSpec {
     pub fn describe(&self, tool: Tool) -> &str {
         self.tool_descriptions.get(&tool).map(String::as_str).unwrap_or_else(|| tool.describe())
     }
+}
+
+/// `dir/name` when it names a file inside the agent directory. A spec file outside it (an
+/// absolute path, a `..`, a symbolic link that leads out) would change what the agent does
+/// without changing anything `record` binds: the same commit would then be recorded twice with
+/// different spec digests, and the gate's record of the spec would mean nothing.
+fn inside_agent_dir(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let fix = format!("put the file in {} and name it relative to it (e.g. `system.md`)", dir.display());
+    let rel = Path::new(name);
+    if rel.is_absolute() {
+        return Err(format!("`{name}` is an absolute path; spec files must lie inside the agent directory: {fix}"));
+    }
+    if rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return Err(format!("`{name}` leaves the agent directory with `..`; spec files must lie inside it: {fix}"));
+    }
+    let path = dir.join(rel);
+    // A symbolic link (of the file, or of a folder on the way) that resolves outside the
+    // directory is refused too; a missing file is reported by the read that follows.
+    if let (Ok(real), Ok(real_dir)) = (path.canonicalize(), dir.canonicalize())
+        && !real.starts_with(&real_dir)
+    {
+        return Err(format!(
+            "`{name}` is a symbolic link to {}, outside the agent directory; spec files must lie inside it: copy the file in instead of linking it ({fix})",
+            real.display()
+        ));
+    }
+    Ok(path)
 }
 
 fn build(
@@ -356,6 +383,35 @@ mod tests {
         .unwrap();
         let e = AgentSpec::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("context.mode") && e.contains("`full`") && e.contains("none, pack, memory"), "{e}");
+    }
+
+    #[test]
+    fn spec_files_must_lie_inside_the_agent_directory() {
+        let outer = tempfile::tempdir().unwrap();
+        let dir = outer.path().join("agent");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(outer.path().join("outside.md"), "outside").unwrap();
+        std::fs::write(dir.join("f.md"), "f").unwrap();
+        let abs = outer.path().join("outside.md");
+        std::os::unix::fs::symlink(&abs, dir.join("link.md")).unwrap();
+        for (value, needle) in [
+            (abs.display().to_string(), "is an absolute path"),
+            ("../outside.md".to_string(), "leaves the agent directory with `..`"),
+            ("link.md".to_string(), "is a symbolic link to"),
+        ] {
+            std::fs::write(
+                dir.join("agent.yaml"),
+                format!("system_prompt_file: '{value}'\naction_format_file: f.md\n"),
+            )
+            .unwrap();
+            let e = AgentSpec::load(&dir).unwrap_err().to_string();
+            assert!(e.contains("agent.yaml") && e.contains("field `system_prompt_file`") && e.contains(needle), "{e}");
+            assert!(e.contains("put the file in"), "the message says how to fix it: {e}");
+        }
+        // A link that stays inside is fine.
+        std::os::unix::fs::symlink(dir.join("f.md"), dir.join("alias.md")).unwrap();
+        std::fs::write(dir.join("agent.yaml"), "system_prompt_file: alias.md\naction_format_file: ./f.md\n").unwrap();
+        assert_eq!(AgentSpec::load(&dir).unwrap().system_prompt, "f");
     }
 
     #[test]

@@ -70,6 +70,9 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
             (_, true) => Some(gate::state::Recovery::AcceptReset),
             _ => None,
         },
+        accept_config: args.accept_config,
+        accept_profile_change: args.accept_profile_change,
+        accept_history: args.accept_history,
         quarantine,
         isolation: settings.isolation()?,
     })

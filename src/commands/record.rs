@@ -17,6 +17,7 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<i32, CommandError> {
         root: root.to_path_buf(),
         wait: wait(args.wait)?,
         accept_history: args.accept_history,
+        accept_config: args.accept_config,
     };
     let outcome = match args.format {
         GateFormat::Text => record::run(&settings, &mut RecordText::stdout())?,

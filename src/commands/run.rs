@@ -43,7 +43,7 @@ pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Resul
         // The latest train results feed the gate's Step 3 (promotion); see src/gate/mod.rs.
         let wait =
             |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to record the train results");
-        match crate::gate::record_train_results(&settings.root, run.manifest(), &done.summaries, wait) {
+        match crate::gate::record_train_results(&settings.root, run.manifest(), &done.summaries, &s.profile, wait) {
             Ok(path) => eprintln!("train results: {}", path.display()),
             Err(e) => eprintln!("warning: cannot record the train results for `hcbench gate`: {e}"),
         }

@@ -25,7 +25,7 @@ use super::CommandError;
 use crate::bench::{Benchmark, Split};
 use crate::gate::anchor::Anchor;
 use crate::gate::config::{CONFIG_FILE, Config};
-use crate::gate::state::GateFiles;
+use crate::gate::state::{Acceptance, GateFiles};
 use crate::lock::FileLock;
 
 /// The flag a human passes to run test-split cases.
@@ -63,7 +63,16 @@ pub(super) fn guard(
         let mut state = files.load_state().map_err(|e| CommandError::Usage(e.to_string()))?;
         let what = format!("test split: {tests} case(s) of `{split}` in benchmark {}", bench.name);
         files
-            .audit(&mut state, &what, &format!("hcbench {command} {FLAG}"))
+            .audit(
+                &mut state,
+                Acceptance {
+                    at: crate::util::now_rfc3339(),
+                    file: what,
+                    previous: None,
+                    sha256: None,
+                    command: format!("hcbench {command} {FLAG}"),
+                },
+            )
             .map_err(|e| CommandError::Internal(anyhow::Error::new(e)))?;
         eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
     }

@@ -76,6 +76,8 @@ pub(crate) struct RunInfo<'a> {
     /// The benchmark's name (from its benchmark.yaml).
     pub benchmark: &'a str,
     pub profile: &'a str,
+    /// Digest of the profile's definition (what the name resolved to).
+    pub profile_digest: &'a str,
     /// Digest of the candidate's agent spec.
     pub agent_spec: &'a str,
     /// False when `agent_dir` has no agent.yaml and the embedded default runs.
@@ -99,6 +101,12 @@ pub(crate) enum Note<'a> {
     Rerunning { candidates: &'a [String] },
     /// `--quarantine`: these cases are left out of Steps 1 and 3.
     Quarantined { cases: &'a [String] },
+    /// A human's override (`--accept-config`, `--accept-profile-change`, `--accept-history`)
+    /// was logged in the audit log.
+    Accepted { what: &'a str },
+    /// Step 3 does not trust these train results (another profile, definition or agent spec
+    /// wrote them) and re-runs their cases.
+    StaleTrainResults { cases: usize, example: &'a str, profile: &'a str },
 }
 
 /// The start of a step that runs cells (Steps 0 and 3 start without details).

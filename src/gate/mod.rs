@@ -41,6 +41,7 @@ pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod state;
 pub(crate) mod steps;
+pub(crate) mod trust;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -80,6 +81,10 @@ pub enum GateError {
     Profile(#[from] crate::model::registry::ProfileError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// A config, profile definition or history only a human can vouch for ([`trust`]).
+    /// Boxed: its messages carry several fields, and every gate result would pay for them.
+    #[error(transparent)]
+    Trust(Box<trust::TrustError>),
     /// hcbench could not read, write or run something; the cause is the source.
     #[error("{context}")]
     Io {
@@ -102,7 +107,8 @@ impl GateError {
             | GateError::Config(_)
             | GateError::Benchmark(_)
             | GateError::Spec(_)
-            | GateError::Profile(_) => true,
+            | GateError::Profile(_)
+            | GateError::Trust(_) => true,
         }
     }
 }
@@ -123,13 +129,16 @@ pub enum TrainResultsError {
 
 /// Merges the outcomes of a finished `hcbench run --split train` into
 /// `workspace/train_results.json` (the latest result of each train case, with commit, agent
-/// spec digest and run id), atomically and under the workspace lock. Step 3 re-runs the cases
-/// that failed there. A file that was changed behind hcbench's back is not merged into: the
-/// run's cases replace it, so a forged entry never survives a real run.
+/// spec digest, profile and its definition's digest, and run id), atomically and under the
+/// workspace lock. Step 3 re-runs the cases that failed there, trusting only entries of the
+/// gated profile's definition ([`trust::trusted_train_results`]). A file that was changed
+/// behind hcbench's back is not merged into: the run's cases replace it, so a forged entry
+/// never survives a real run.
 pub(crate) fn record_train_results(
     root: &Path,
     manifest: &Manifest,
     summaries: &[CellSummary],
+    profile: &crate::model::Profile,
     on_wait: impl FnOnce(&str),
 ) -> Result<PathBuf, TrainResultsError> {
     let files = GateFiles::new(root, &root.join(config::CONFIG_FILE));
@@ -165,6 +174,7 @@ pub(crate) fn record_train_results(
                 commit: manifest.git_commit.clone(),
                 agent_spec: manifest.agent_spec.clone(),
                 profile: cells[0].profile.clone(),
+                profile_digest: Some(profile.definition.digest.clone()),
                 recorded_at: now.clone(),
             },
         );

@@ -8,12 +8,15 @@
 //!    what was gated is what was committed;
 //! 3. HEAD's agent spec has the digest the gate's cells recorded;
 //! 4. experiment_config.yaml is unchanged since the gate;
-//! 5. with the file guard on, no commit since the last recorded commit (or, for the first
-//!    record, since the gate's commit) touches a file outside the allowlist;
+//! 5. with the file guard on, no commit since the last recorded commit (or since the history a
+//!    human accepted after it; for the first record, since the gate's commit) touches a file
+//!    outside the allowlist;
 //! 6. HEAD is not recorded yet: a commit is recorded once, so one candidate cannot fill the
 //!    history with its score by being gated again.
 //!
-//! Anything else is refused with every reason (exit 1); the pending record is consumed by a
+//! Anything else is refused with every reason (exit 1). A `--config` other than the project's
+//! that no human accepted is exit 2 ([`trust::accept_config`]). The row keeps the profile, its
+//! definition's digest and the agent spec's digest the gate measured with. The pending record is consumed by a
 //! successful record, so a score can be recorded once. Like the gate, [`run`] never prints: it
 //! emits [`RecordEvent`]s to a [`RecordSink`] (text or JSON, in [`super::report`]).
 
@@ -25,8 +28,8 @@ use git2::Oid;
 
 use super::config::Config;
 use super::git::{Git, files_without_git};
-use super::state::{Acceptance, GateFiles, GateState, PENDING, PendingRecord, RESULTS, ResultsRow};
-use super::{GateError, candidate_spec};
+use super::state::{Acceptance, GateFiles, GateState, PENDING, PendingRecord, Provenance, RESULTS, ResultsRow};
+use super::{GateError, candidate_spec, trust};
 use crate::exit;
 use crate::lock::FileLock;
 
@@ -39,6 +42,8 @@ pub(crate) struct RecordSettings {
     pub wait: Duration,
     /// `--accept-history`: a human vouches for commits outside the allowlist since the last record.
     pub accept_history: bool,
+    /// `--accept-config`: a human vouches for a `--config` other than the project's.
+    pub accept_config: bool,
 }
 
 /// Receives `record`'s events, in order.
@@ -80,6 +85,7 @@ pub(crate) fn run(settings: &RecordSettings, sink: &mut dyn RecordSink) -> Resul
         sink.event(&RecordEvent::WaitingForLock { holder })
     })?;
     let mut state = files.load_state()?;
+    trust::accept_config(&files, &mut state, &settings.config, settings.accept_config, "hcbench record")?;
     let outcome = match bind(settings, &files, &mut state, sink)? {
         Binding::Refused(reasons) => RecordOutcome::Refused { reasons },
         Binding::Holds(bound) => RecordOutcome::Recorded(append(settings, &files, &mut state, *bound)?),
@@ -126,7 +132,7 @@ fn bind(
     }
     let mut reasons = Vec::new();
     let commit = match Git::open(&settings.root)? {
-        Some(g) => bind_to_head(settings, &g, &pending, &rows, &mut reasons)?,
+        Some(g) => bind_to_head(settings, &g, &pending, &rows, state, &mut reasons)?,
         None => {
             sink.event(&RecordEvent::NoGit { root: &settings.root });
             bind_to_worktree(settings, &pending, &mut reasons)?;
@@ -148,6 +154,7 @@ fn bind_to_head(
     g: &Git,
     pending: &PendingRecord,
     rows: &[ResultsRow],
+    state: &GateState,
     reasons: &mut Vec<String>,
 ) -> Result<String, GateError> {
     let cfg = &settings.config;
@@ -196,73 +203,49 @@ fn bind_to_head(
     }
     // 5. Every commit since the last record stays inside the allowlist.
     if cfg.file_guard && reasons.is_empty() {
-        history_reasons(settings, g, rows, gated_on, head, reasons)?;
+        history_reasons(settings, g, rows, state, gated_on, head, reasons)?;
     }
     Ok(head.to_string())
 }
 
-/// Condition 5: commits since the last recorded one (or the gate's, for the first record) that
-/// touch files outside the allowlist. Refused unless a human passed `--accept-history`.
+/// Condition 5: commits since the last recorded one (or since the history a human accepted
+/// after it, or the gate's commit for the first record) that touch files outside the
+/// allowlist. Refused unless a human passed `--accept-history`. The gate runs the same check
+/// at its start ([`trust::check_before_cells`]).
 fn history_reasons(
     settings: &RecordSettings,
     g: &Git,
     rows: &[ResultsRow],
+    state: &GateState,
     gated_on: Option<Oid>,
     head: Oid,
     reasons: &mut Vec<String>,
 ) -> Result<(), GateError> {
     let cfg = &settings.config;
     // Reverting a commit leaves it in the history, which is what is checked: the advice that
-    // works takes the branch back onto `onto` and lets the gate's file guard name what to undo.
-    let mut history = |message: String, onto: Option<&str>| {
+    // works takes the branch back onto `base` and lets the gate's file guard name what to undo
+    // (no such advice when the base is not in this repository).
+    let mut history = |message: String, base: Option<&str>| {
         if !settings.accept_history {
-            let fix = onto.map_or_else(String::new, |c| format!(
-                "reverting is not enough (the commits stay in the history): put the branch back with `git reset --soft {c}` (your changes stay staged), run `hcbench gate` (its file guard names each change outside the allowlist and how to undo it), commit, then record; "
+            let fix = base.map_or_else(String::new, |base| format!(
+                "reverting is not enough (the commits stay in the history): undo them without losing work with `git reset --soft {base}` (their changes stay in the working tree, where the gate's file guard lists each with the command that reverts it), then gate, commit and record again; "
             ));
             reasons.push(format!("{message}; {fix}if a human made them on purpose: hcbench record --accept-history"));
         }
     };
-    let base = match last_recorded(rows) {
-        Some(c) => match g.resolve(&c) {
-            Some(id) if g.is_ancestor(id, head)? => Some(id),
-            Some(_) => {
-                history(
-                    format!("the last recorded commit {} is not an ancestor of HEAD (history rewritten?)", short(&c)),
-                    Some(short(&c)),
-                );
-                None
-            }
-            None => {
-                history(format!("the last recorded commit {} is not in this repository", short(&c)), None);
-                None
-            }
-        },
-        None => gated_on,
+    let base = match trust::history_base(g, rows, state, head)? {
+        Ok(Some(b)) => Some(b),
+        Ok(None) => gated_on,
+        Err(message) => {
+            let last = trust::last_recorded(rows).unwrap_or_default();
+            history(message, g.resolve(&last).is_some().then(|| short(&last)));
+            None
+        }
     };
     let Some(base) = base else { return Ok(()) };
-    let mut outside = Vec::new();
-    for c in g.commits_since(Some(base), head)? {
-        for p in &c.paths {
-            let ok = match g.root_rel(p) {
-                Some(rel) => cfg.allowlist.allows(&rel) || rel == "workspace" || rel.starts_with("workspace/"),
-                None => false,
-            };
-            if !ok {
-                outside.push(format!("{} ({}): {p}", short(&c.id), c.summary));
-            }
-        }
-    }
+    let outside = trust::outside_allowlist(g, &cfg.allowlist, base, head)?;
     if !outside.is_empty() {
-        let base = base.to_string();
-        history(
-            format!(
-                "commits since {} change files outside the allowlist ({}): {}",
-                short(&base),
-                cfg.allowlist.describe(),
-                outside.join("; ")
-            ),
-            Some(short(&base)),
-        );
+        history(trust::outside_message(base, &cfg.allowlist, &outside), Some(short(&base.to_string())));
     }
     Ok(())
 }
@@ -295,7 +278,7 @@ fn append(
         state.accepted.push(Acceptance {
             at: crate::util::now_rfc3339(),
             file: "(history)".into(),
-            previous: last_recorded(&rows),
+            previous: trust::last_recorded(&rows),
             sha256: Some(commit.clone()),
             command: "hcbench record --accept-history".into(),
         });
@@ -307,6 +290,11 @@ fn append(
         evals_passed: pending.evals_passed,
         evals_total: pending.evals_total,
         timestamp: crate::util::now_rfc3339(),
+        provenance: Some(Provenance {
+            profile: pending.profile.clone(),
+            profile_digest: pending.profile_digest.clone().unwrap_or_else(|| "-".into()),
+            agent_spec: pending.agent_spec.clone(),
+        }),
     };
     // The regression set first: its update is idempotent, so a record interrupted before the
     // row is written and run again leaves the same set.
@@ -315,11 +303,6 @@ fn append(
     files.write_protected(state, RESULTS, &bytes)?;
     files.remove_protected(state, PENDING)?;
     Ok(row)
-}
-
-/// The last commit recorded in git (rows recorded outside git have `-`).
-fn last_recorded(rows: &[ResultsRow]) -> Option<String> {
-    rows.iter().rev().find(|r| r.commit != "-").map(|r| r.commit.clone())
 }
 
 /// The first 12 characters of a commit id or digest, as shown to people.

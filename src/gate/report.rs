@@ -110,7 +110,8 @@ impl<W: Write, L: Write> GateSink for JsonSink<W, L> {
                 let c = info.config;
                 r.run_id = info.run_id.to_string();
                 r.config = json!({
-                    "path": c.path, "benchmark": info.benchmark, "profile": info.profile, "agent_dir": c.agent_dir,
+                    "path": c.path, "benchmark": info.benchmark, "profile": info.profile,
+                    "profile_digest": info.profile_digest, "agent_dir": c.agent_dir,
                     "agent_spec": info.agent_spec, "mode": c.mode.as_str(), "margin": c.margin, "epochs": c.epochs,
                     "train_split": c.train_split.as_str(), "test_split": c.test_split.as_str(),
                     "file_guard": c.file_guard, "allowlist": c.allowlist.describe(),
@@ -271,10 +272,11 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
                 format!("embedded default; {}/agent.yaml not found", c.agent_dir)
             };
             vec![format!(
-                "[gate] {}: benchmark {}, profile {}, agent spec {} ({spec}), mode {}, epochs {}, jobs {}",
+                "[gate] {}: benchmark {}, profile {} (definition {}), agent spec {} ({spec}), mode {}, epochs {}, jobs {}",
                 info.run_id,
                 info.benchmark,
                 info.profile,
+                &info.profile_digest[..12],
                 &info.agent_spec[..12],
                 c.mode.as_str(),
                 c.epochs,
@@ -321,6 +323,10 @@ fn note_line(note: &Note<'_>) -> String {
         Note::Rerunning { candidates } => {
             format!("{IN}re-running {} previously failing train case(s): {}", candidates.len(), candidates.join(", "))
         }
+        Note::Accepted { what } => format!("[gate] accepted {what}; logged in workspace/.gate-state.json"),
+        Note::StaleTrainResults { cases, example, profile } => format!(
+            "[gate] note: {cases} entry(ies) of workspace/train_results.json were not written by this profile and agent spec (e.g. {example}): not trusted, Step 3 re-runs them; refresh with `hcbench run --split train --profile {profile}`"
+        ),
         Note::Quarantined { cases } => format!(
             "{IN}quarantined (flaky under the oracle, from --quarantine): {}; left out of Steps 1 and 3, kept in Step 2",
             cases.join(", ")

@@ -33,7 +33,7 @@ use super::state::{
     self, GateFiles, GateState, PENDING, PendingRecord, Recovery, RegressionSet, ResultsRow, SetUpdate,
 };
 use super::steps::{self, Coverage, RegressionVerdict};
-use super::{GateError, candidate_spec, private_dir, sweep_private_dirs};
+use super::{GateError, candidate_spec, private_dir, sweep_private_dirs, trust};
 use crate::agent::spec::AgentSpec;
 use crate::bench::{Benchmark, load_benchmark};
 use crate::lock::FileLock;
@@ -61,6 +61,11 @@ pub(crate) struct GateSettings {
     /// `--restore-state` or `--accept-state-reset`: a human recovers state that disagrees with
     /// its anchor in git.
     pub recover_state: Option<Recovery>,
+    /// The human's overrides of [`super::trust`]: a `--config` other than the project's, a
+    /// changed profile definition, commits outside the allowlist since the last record.
+    pub accept_config: bool,
+    pub accept_profile_change: bool,
+    pub accept_history: bool,
     /// Cases of the benchmark `hcbench trend` quarantined (`--quarantine FILE`): flaky under
     /// the oracle, so left out of Steps 1 and 3. Step 2 keeps them: its score must stay
     /// comparable with the best recorded in results.tsv.
@@ -89,6 +94,9 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
         let (file, sha) = files.accept(&mut state, f, "hcbench gate --accept-state-change")?;
         sink.event(&GateEvent::Accepted { file: &file, sha256: sha.as_deref() });
     }
+    if let Some(a) = trust::accept_config(&files, &mut state, cfg, settings.accept_config, "hcbench gate")? {
+        sink.event(&GateEvent::Note(Note::Accepted { what: &a.0 }));
+    }
     let setup = Setup::resolve(settings)?;
     let run_id = crate::rundir::new_run_id();
     sink.event(&GateEvent::Started(&RunInfo {
@@ -96,6 +104,7 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
         config: cfg,
         benchmark: &setup.bench.name,
         profile: setup.profile.name(),
+        profile_digest: &setup.profile.definition.digest,
         agent_spec: &setup.spec.digest,
         spec_found: setup.spec.dir.is_some(),
         spec_loads: setup.candidate_error.is_none(),
@@ -256,6 +265,7 @@ impl Gate<'_> {
         }
         let rows = self.files.read_results()?;
         let train_results = self.files.read_train_results()?;
+        self.trust_before_cells(&rows)?;
         let runner = Runner::start(
             &self.settings.root,
             &self.run_id,
@@ -554,6 +564,10 @@ impl Gate<'_> {
         gate_dir: &Path,
     ) -> Result<(), Stop> {
         self.emit(GateEvent::StepStarted(StepStart::Promotion));
+        let train_results = match train_results {
+            Some(t) => Some(self.trusted_train_results(t)?),
+            None => None,
+        };
         let bench = &self.setup.bench;
         let result = match train_results {
             None => PromotionStep::NoTrainResults,
@@ -582,6 +596,47 @@ impl Gate<'_> {
         Ok(())
     }
 
+    /// The profile's definition and the history since the last record, checked before any
+    /// cell runs ([`trust::check_before_cells`]); a refusal is a usage error (exit 2).
+    fn trust_before_cells(&mut self, rows: &[ResultsRow]) -> Result<(), GateError> {
+        let s = self.settings;
+        let inputs = trust::BeforeCells {
+            files: &self.files,
+            cfg: self.cfg,
+            profile: &self.setup.profile,
+            rows,
+            git: self.setup.git.as_ref(),
+            head: self.setup.head,
+            accept_profile_change: s.accept_profile_change,
+            accept_history: s.accept_history,
+        };
+        for a in trust::check_before_cells(&inputs, &mut self.state)? {
+            self.emit(GateEvent::Note(Note::Accepted { what: &a.0 }));
+        }
+        Ok(())
+    }
+
+    /// Step 3's train results, with the entries of another profile or agent spec marked
+    /// unknown ([`trust::trusted_train_results`]).
+    fn trusted_train_results(&mut self, t: state::TrainResults) -> Result<state::TrainResults, GateError> {
+        let head_spec = match (&self.setup.git, self.setup.head) {
+            (Some(g), Some(head)) => trust::head_spec_digest(g, head, &self.cfg.agent_dir)?,
+            _ => None,
+        };
+        let specs: Vec<&str> =
+            [Some(self.setup.spec.digest.as_str()), head_spec.as_deref()].into_iter().flatten().collect();
+        let (t, stale) = trust::trusted_train_results(t, &self.setup.profile, &specs);
+        if let Some(st) = stale {
+            let profile = &self.cfg.profile;
+            self.emit(GateEvent::Note(Note::StaleTrainResults {
+                cases: st.cases.len(),
+                example: &st.example,
+                profile,
+            }));
+        }
+        Ok(t)
+    }
+
     /// A passing gate's only write: the pending record, with the regression set's update that
     /// `record` applies.
     fn write_state(&mut self, regression_set: SetUpdate, candidate: BTreeMap<String, String>) -> Result<(), GateError> {
@@ -596,6 +651,7 @@ impl Gate<'_> {
             head: self.setup.head.map(|h| h.to_string()),
             agent_dir: self.cfg.agent_dir.clone(),
             agent_spec: self.setup.spec.digest.clone(),
+            profile_digest: Some(self.setup.profile.definition.digest.clone()),
             candidate,
             config_sha256: self.files.config_sha()?,
             val_score: scores.val_score,

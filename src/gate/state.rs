@@ -41,8 +41,13 @@ use crate::util::{natural_cmp, sha256_hex, write_atomic};
 /// Version of suite.json, pending_record.json, train_results.json and .gate-state.json.
 pub(crate) const STATE_SCHEMA_VERSION: u32 = 1;
 
-/// The header line of results.tsv (auto-harness's columns, in its order).
-pub(crate) const RESULTS_HEADER: &str = "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp";
+/// The header line of results.tsv: auto-harness's six columns, in its order, then what the
+/// gate measured with (the profile, its definition's digest, the agent spec's digest).
+pub(crate) const RESULTS_HEADER: &str =
+    "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp\tprofile\tprofile_digest\tagent_spec";
+/// The header of a results.tsv written before the provenance columns (and by auto-harness). It
+/// still reads; the next `record` rewrites the header and old rows keep their six fields.
+const RESULTS_HEADER_V1: &str = "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp";
 
 /// The regression set. The file keeps the name auto-harness gives it.
 pub(crate) const REGRESSION_SET: &str = "workspace/suite.json";
@@ -143,21 +148,40 @@ pub(crate) struct ResultsRow {
     pub evals_passed: u64,
     pub evals_total: u64,
     pub timestamp: String,
+    /// What produced the score: None in rows written before these columns existed.
+    pub provenance: Option<Provenance>,
+}
+
+/// The last three columns of a results.tsv row: what the gate measured with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Provenance {
+    /// The gated profile's name.
+    pub profile: String,
+    /// Digest of the profile's definition (`-` when the pending record predates it).
+    pub profile_digest: String,
+    /// Digest of the candidate's agent spec.
+    pub agent_spec: String,
 }
 
 impl ResultsRow {
     /// The row as a line; `val_score` in shortest round-trip form, so reading it back gives the
     /// exact number the gate computed (a rounded "0.6667" would make a later tie look worse).
     pub(crate) fn render(&self) -> String {
-        format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\n",
+        let mut line = format!(
+            "{}\t{}\t{}\t{}\t{}\t{}",
             self.iteration, self.val_score, self.commit, self.evals_passed, self.evals_total, self.timestamp
-        )
+        );
+        if let Some(p) = &self.provenance {
+            line.push_str(&format!("\t{}\t{}\t{}", p.profile, p.profile_digest, p.agent_spec));
+        }
+        line.push('\n');
+        line
     }
 }
 
-/// Parses results.tsv strictly: the exact header first, then six tab-separated fields per row.
-/// Blank lines are skipped; anything else that does not parse is an error naming the line.
+/// Parses results.tsv strictly: one of the two exact headers first, then six tab-separated
+/// fields per row, or nine under the current header. Blank lines are skipped; anything else
+/// that does not parse is an error naming the line.
 pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, StateError> {
     let err = |line: usize, message: String| StateError::Line { path: path.to_string(), line, message };
     let fix = format!(
@@ -172,7 +196,7 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
                 format!("the file is empty: it has no header line `{}`; {fix}", RESULTS_HEADER.replace('\t', "<TAB>")),
             ));
         }
-        Some((n, l)) if l != RESULTS_HEADER => {
+        Some((n, l)) if l != RESULTS_HEADER && l != RESULTS_HEADER_V1 => {
             return Err(err(
                 n,
                 format!(
@@ -184,19 +208,23 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
         }
         Some(_) => {}
     }
+    let current = header.is_some_and(|(_, l)| l == RESULTS_HEADER);
     let mut rows = Vec::new();
     for (n, line) in lines {
         if line.trim().is_empty() {
             continue;
         }
         let fields: Vec<&str> = line.split('\t').collect();
-        if fields.len() != 6 {
+        // Rows recorded before the provenance columns keep six fields under the new header.
+        if !(fields.len() == 6 || (current && fields.len() == 9)) {
+            let expected = if current { "6 or 9" } else { "6" };
+            let header = if current { RESULTS_HEADER } else { RESULTS_HEADER_V1 };
             return Err(err(
                 n,
                 format!(
-                    "has {} tab-separated field(s), expected 6 ({}); {fix}",
+                    "has {} tab-separated field(s), expected {expected} ({}); {fix}",
                     fields.len(),
-                    RESULTS_HEADER.replace('\t', ", ")
+                    header.replace('\t', ", ")
                 ),
             ));
         }
@@ -222,6 +250,11 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
         if evals_passed > evals_total {
             return Err(err(n, format!("evals_passed {evals_passed} is more than evals_total {evals_total}; {fix}")));
         }
+        let provenance = (fields.len() == 9).then(|| Provenance {
+            profile: fields[6].trim().to_string(),
+            profile_digest: fields[7].trim().to_string(),
+            agent_spec: fields[8].trim().to_string(),
+        });
         rows.push(ResultsRow {
             iteration,
             val_score,
@@ -229,6 +262,7 @@ pub(crate) fn parse_results(path: &str, text: &str) -> Result<Vec<ResultsRow>, S
             evals_passed,
             evals_total,
             timestamp: fields[5].trim().to_string(),
+            provenance,
         });
     }
     Ok(rows)
@@ -250,6 +284,9 @@ pub(crate) struct PendingRecord {
     pub agent_dir: String,
     /// Digest of the candidate's agent spec (`agent_spec` in its traces).
     pub agent_spec: String,
+    /// Digest of the gated profile's definition (None in a pending record from before it).
+    #[serde(default)]
+    pub profile_digest: Option<String>,
     /// The candidate's allowlisted files: root-relative path -> git blob id of the content.
     #[serde(serialize_with = "natural_map")]
     pub candidate: BTreeMap<String, String>,
@@ -322,6 +359,10 @@ pub(crate) struct TrainCase {
     pub commit: Option<String>,
     pub agent_spec: String,
     pub profile: String,
+    /// Digest of the profile's definition; None in files from before it (Step 3 then treats
+    /// the entry as stale).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_digest: Option<String>,
     pub recorded_at: String,
 }
 
@@ -644,16 +685,10 @@ impl GateFiles {
         Ok((rel, now))
     }
 
-    /// Appends an audit entry that accepts no file: a human flag used by another command
-    /// (`--human-test-split`), so its use shows in the log. `what` takes the place of the file.
-    pub(crate) fn audit(&self, state: &mut GateState, what: &str, command: &str) -> Result<(), StateError> {
-        state.accepted.push(Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: what.to_string(),
-            previous: None,
-            sha256: None,
-            command: command.to_string(),
-        });
+    /// Appends an entry to the audit log (a human's override that is not a file's new
+    /// content: a config given with `--config`, a profile's new definition, a history).
+    pub(crate) fn audit(&self, state: &mut GateState, entry: Acceptance) -> Result<(), StateError> {
+        state.accepted.push(entry);
         self.save_state(state)
     }
 
@@ -742,6 +777,12 @@ impl GateFiles {
             Err(e) if e.kind() == io::ErrorKind::NotFound => format!("{RESULTS_HEADER}\n"),
             Err(source) => return Err(StateError::Read { path: RESULTS.into(), source }),
         };
+        // A file from before the provenance columns gets the current header; its rows stay.
+        if let Some(rest) = text.strip_prefix(RESULTS_HEADER_V1)
+            && rest.starts_with(['\n', '\r'])
+        {
+            text = format!("{RESULTS_HEADER}{rest}");
+        }
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -835,11 +876,39 @@ mod tests {
             evals_passed: 4,
             evals_total: 5,
             timestamp: "2026-01-01T00:00:00.000Z".into(),
+            provenance: Some(Provenance {
+                profile: "gpt".into(),
+                profile_digest: "d".repeat(64),
+                agent_spec: "s".repeat(64),
+            }),
         };
         let text = format!("{RESULTS_HEADER}\n{}", row.render());
         let rows = parse_results(RESULTS, &text).unwrap();
         assert_eq!(rows, vec![row]);
         assert_eq!(rows[0].val_score, 2.0 / 3.0, "no digits are lost");
+    }
+
+    #[test]
+    fn a_results_tsv_from_before_the_provenance_columns_still_reads_and_is_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = GateFiles::new(dir.path(), &dir.path().join("experiment_config.yaml"));
+        let old = format!("{RESULTS_HEADER_V1}\n0\t0.5\tabc\t1\t2\tts\n");
+        std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+        std::fs::write(dir.path().join(RESULTS), &old).unwrap();
+        let rows = files.read_results().unwrap();
+        assert_eq!((rows.len(), rows[0].provenance.is_none()), (1, true));
+        let new_row = ResultsRow {
+            iteration: 1,
+            commit: "def".into(),
+            provenance: Some(Provenance { profile: "p".into(), profile_digest: "d".into(), agent_spec: "s".into() }),
+            ..rows[0].clone()
+        };
+        let text = String::from_utf8(files.results_with(&new_row).unwrap()).unwrap();
+        assert_eq!(text, format!("{RESULTS_HEADER}\n0\t0.5\tabc\t1\t2\tts\n1\t0.5\tdef\t1\t2\tts\tp\td\ts\n"));
+        assert_eq!(parse_results(RESULTS, &text).unwrap()[1], new_row);
+        // Under the old header a nine-field row is not something hcbench writes.
+        let e = parse_results(RESULTS, &format!("{RESULTS_HEADER_V1}\n1\t0.5\tdef\t1\t2\tts\tp\td\ts\n"));
+        assert!(e.unwrap_err().to_string().contains("expected 6"));
     }
 
     #[test]

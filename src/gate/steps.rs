@@ -583,6 +583,7 @@ mod tests {
             evals_passed: 0,
             evals_total: 0,
             timestamp: "t".into(),
+            provenance: None,
         };
         let rows = [row(0.5), row(0.9), row(0.6)];
         assert_eq!(best(&rows), Some(0.9), "the maximum, not the last row");
@@ -619,6 +620,7 @@ mod tests {
             commit: None,
             agent_spec: "s".into(),
             profile: "p".into(),
+            profile_digest: None,
             recorded_at: "t".into(),
         };
         let mut train =

@@ -12,6 +12,7 @@
 //! on-disk response cache) and `remote` (the provider that ties them together).
 
 pub(crate) mod cache;
+pub mod definition;
 pub(crate) mod http;
 pub(crate) mod openai;
 pub(crate) mod parse;
@@ -107,6 +108,9 @@ pub struct Profile {
     /// The name reports and cell ids use.
     pub name: String,
     pub kind: ProfileKind,
+    /// What the name resolved to (settings and their digest), so results can name the exact
+    /// definition that produced them, not only its name.
+    pub definition: Arc<definition::Definition>,
 }
 
 #[derive(Debug, Clone)]
@@ -122,11 +126,23 @@ pub enum ProfileKind {
 
 impl Profile {
     pub fn oracle() -> Profile {
-        Profile { name: "oracle".into(), kind: ProfileKind::Oracle }
+        Profile {
+            name: "oracle".into(),
+            kind: ProfileKind::Oracle,
+            definition: Arc::new(definition::Definition::builtin("oracle", None)),
+        }
     }
 
+    /// A scripted profile; its definition names the script by its label until the registry
+    /// says where it came from ([`Profile::defined_as`]).
     pub fn scripted(name: &str, script: scripted::Script) -> Profile {
-        Profile { name: name.into(), kind: ProfileKind::Scripted(Arc::new(script)) }
+        let definition = Arc::new(definition::Definition::builtin("scripted", Some(&script.label)));
+        Profile { name: name.into(), kind: ProfileKind::Scripted(Arc::new(script)), definition }
+    }
+
+    /// The same profile with the definition it was resolved from.
+    pub(crate) fn defined_as(self, definition: definition::Definition) -> Profile {
+        Profile { definition: Arc::new(definition), ..self }
     }
 
     pub fn name(&self) -> &str {
@@ -139,7 +155,7 @@ impl Profile {
     pub fn with_cache_dir(&self, dir: &Path) -> Profile {
         match &self.kind {
             ProfileKind::Http(http) => {
-                Profile { name: self.name.clone(), kind: ProfileKind::Http(Arc::new(http.with_cache_dir(dir))) }
+                Profile { kind: ProfileKind::Http(Arc::new(http.with_cache_dir(dir))), ..self.clone() }
             }
             ProfileKind::Oracle | ProfileKind::Scripted(_) => self.clone(),
         }

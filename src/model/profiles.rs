@@ -29,6 +29,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use toml::{Table, Value};
 
 use super::cache::{Cache, CacheMode};
+use super::definition::Definition;
 use super::http::{RetryPolicy, Secret, Transport};
 use super::openai::{Api, BodyOptions, ResponseFormat, SchemaField};
 use super::ratelimit::limiter_for;
@@ -517,8 +518,9 @@ pub(crate) fn build(
     env: &Environment,
 ) -> Result<Profile, ModelsError> {
     let spec = Spec::read(source, name, table, root, env)?;
+    let definition = Definition::of_table(source, table);
     let http = match spec.kind {
-        SpecKind::Oracle => return Ok(Profile { name: name.to_string(), kind: ProfileKind::Oracle }),
+        SpecKind::Oracle => return Ok(Profile { name: name.to_string(), ..Profile::oracle() }.defined_as(definition)),
         SpecKind::Scripted { script } => {
             let script = Script::load(&script).map_err(|e| ModelsError::Field {
                 source_name: source.into(),
@@ -526,7 +528,7 @@ pub(crate) fn build(
                 field: "script".into(),
                 message: e.to_string(),
             })?;
-            return Ok(Profile::scripted(name, script));
+            return Ok(Profile::scripted(name, script).defined_as(definition));
         }
         SpecKind::Http(http) => http,
     };
@@ -593,7 +595,11 @@ pub(crate) fn build(
         response_format: http.response_format,
         schema_field: http.schema_field,
     };
-    Ok(Profile { name: name.to_string(), kind: ProfileKind::Http(Arc::new(HttpProfile { info, body, transport })) })
+    Ok(Profile {
+        name: name.to_string(),
+        kind: ProfileKind::Http(Arc::new(HttpProfile { info, body, transport })),
+        definition: Arc::new(definition),
+    })
 }
 
 #[cfg(test)]

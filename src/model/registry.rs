@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Profile;
+use super::definition::Definition;
 use super::profiles::{self, ModelsError, ModelsFile};
 use super::scripted::{Script, ScriptError};
 use crate::environment::Environment;
@@ -69,13 +70,14 @@ impl Profiles {
     pub fn resolve_at(&self, name: &str, dir: &Path) -> Result<Profile, ProfileError> {
         match name {
             "oracle" => return Ok(Profile::oracle()),
-            "nop" => return Ok(Profile::scripted("nop", Script::nop())),
+            "nop" => return Ok(Profile::scripted("nop", Script::nop()).defined_as(Definition::builtin("nop", None))),
             _ => {}
         }
         if let Some(path) = name.strip_prefix("scripted:") {
             let script = Script::load(&dir.join(path))?;
             let label = script.label.clone();
-            return Ok(Profile::scripted(&label, script));
+            // The path as written: HEAD's copy of an allowlisted script has the same definition.
+            return Ok(Profile::scripted(&label, script).defined_as(Definition::builtin("scripted", Some(path))));
         }
         if let Some(file) = &self.file
             && let Some(table) = file.profiles.get(name)

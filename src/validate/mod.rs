@@ -30,8 +30,8 @@ use crate::engine;
 use crate::events::EngineSink;
 use crate::exit;
 use crate::interrupt::Session;
+use crate::model::Profile;
 use crate::model::scripted::Script;
-use crate::model::{Profile, ProfileKind};
 use crate::replay::CellSummary;
 use crate::report::progress::LineProgress;
 use crate::rundir::{Manifest, Plan, RunDir, RunDirError};
@@ -96,7 +96,7 @@ pub(crate) fn run(
     let (spec, run_id, jobs) = (&settings.spec, &settings.run_id, settings.jobs);
     let mut profiles = vec![
         Profile::oracle(),
-        Profile { name: "oracle-rerun".into(), kind: ProfileKind::Oracle },
+        Profile { name: "oracle-rerun".into(), ..Profile::oracle() },
         Profile::scripted("nop", Script::nop()),
         Profile::scripted("tamper", tamper_script(bench, ids)),
     ];

@@ -234,7 +234,10 @@ fn fresh_start_passes_and_record_writes_the_baseline() {
     assert_eq!(suite["threshold"], 0.8);
     let tsv = p.read("workspace/results.tsv");
     let lines: Vec<&str> = tsv.lines().collect();
-    assert_eq!(lines[0], "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp");
+    assert_eq!(
+        lines[0],
+        "iteration\tval_score\tcommit\tevals_passed\tevals_total\ttimestamp\tprofile\tprofile_digest\tagent_spec"
+    );
     let row: Vec<&str> = lines[1].split('\t').collect();
     assert_eq!(&row[..5], ["0", "0.5", p.head().as_str(), "0", "0"], "{}", out.stdout);
     assert!(!p.path().join("workspace/pending_record.json").exists(), "a pending record is consumed");
@@ -569,15 +572,16 @@ fn record_checks_every_commit_since_the_last_record() {
     p.record(&[]).code(0);
     let baseline = p.head();
 
-    // Two commits: the first sneaks in a change outside the allowlist, the second is clean.
+    // The gate passes on a clean candidate; the commit of it sneaks in a change outside the
+    // allowlist. (A forbidden commit already in HEAD when the gate starts is refused by the
+    // gate itself: gate_trust.rs.)
+    p.script(&["te-1", "te-2"], "");
+    p.gate(&[]).code(0);
     p.write(
         "benchmarks/demo/cases/te-2.yaml",
         &p.read("benchmarks/demo/cases/te-2.yaml").replace("step_budget: 5", "step_budget: 6"),
     );
     let sneaky = p.commit("tweak a case");
-    p.script(&["te-1", "te-2"], "");
-    p.commit("improve the agent");
-    p.gate(&[]).code(0);
     let out = p.record(&[]).code(1);
     assert!(out.stdout.contains(&format!("commits since {}", &baseline[..12])), "{}", out.stdout);
     assert!(

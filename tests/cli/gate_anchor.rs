@@ -252,32 +252,33 @@ fn records_history_advice_works_when_followed() {
     p.commit("revert the tweak");
     p.script(&["te-1", "te-2"], "");
     p.commit("improve the agent");
-    p.gate(&[]).code(0);
-    let out = record(&p).code(1);
-    assert!(out.stdout.contains("reverting is not enough"), "{}", out.stdout);
+    // The gate sees the history at its start (exit 2: no revert of the candidate undoes it).
+    let out = p.hcbench(&["gate"]).code(2);
+    assert!(out.stderr.contains("reverting the candidate cannot undo them"), "{}", out.stderr);
     let reset = format!("git reset --soft {}", &base[..12]);
-    assert!(out.stdout.contains(&format!("`{reset}`")), "{}", out.stdout);
+    assert!(out.stderr.contains(&format!("`{reset}`")), "{}", out.stderr);
     assert_eq!(p.read("workspace/results.tsv"), results, "nothing recorded");
 
-    // Follow it, word for word.
+    // Follow it, word for word: the reverted pair leaves no change, so the gate passes.
     git(&p, &["reset", "--soft", &base[..12]]);
     p.gate(&[]).code(0);
     p.commit("improve the agent");
     record(&p).code(0);
     assert_eq!(p.read("workspace/results.tsv").lines().count(), 3);
 
-    // With a change that was not reverted, the gate's file guard names its undo, which works.
+    // A change committed after a passing gate: record refuses, and its advice works too.
+    p.script(&["te-1", "te-2"], "# same agent, new commit\n");
+    p.gate(&[]).code(0);
+    p.commit("agent comment");
     p.write(case, &original.replace("step_budget: 5", "step_budget: 7"));
     p.commit("tweak a case again");
-    p.script(&["te-1", "te-2"], "# same agent, new commit\n");
-    p.commit("agent comment");
-    p.gate(&[]).code(0);
     let out = record(&p).code(1);
+    assert!(out.stdout.contains("reverting is not enough"), "{}", out.stdout);
     let repo = git2::Repository::open(p.path()).unwrap();
-    let head = repo.head().unwrap().peel_to_commit().unwrap();
-    let last = head.parent(0).unwrap().parent(0).unwrap().id().to_string();
+    let last = repo.head().unwrap().peel_to_commit().unwrap().parent(0).unwrap().parent(0).unwrap().id().to_string();
     assert!(out.stdout.contains(&format!("git reset --soft {}", &last[..12])), "{}", out.stdout);
     git(&p, &["reset", "--soft", &last[..12]]);
+    // The gate's file guard names the undo of the change outside the allowlist, which works.
     let out = p.hcbench(&["gate"]).code(1);
     let undo = format!("git checkout HEAD -- {case}");
     assert!(out.stdout.contains(&undo), "{}", out.stdout);
@@ -285,6 +286,7 @@ fn records_history_advice_works_when_followed() {
     p.gate(&[]).code(0);
     p.commit("agent comment");
     record(&p).code(0);
+    assert_eq!(p.read("workspace/results.tsv").lines().count(), 4);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
