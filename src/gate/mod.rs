@@ -36,6 +36,7 @@ pub(crate) mod git;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod steps;
 
