@@ -10,6 +10,7 @@ mod exit_policy;
 mod exploits;
 mod gate;
 mod gate_infra;
+mod gate_snapshot;
 mod html;
 mod matrix;
 mod plan;
