@@ -192,9 +192,13 @@ impl Git {
     /// completed by hashing every file HEAD tracks under the project root
     /// ([`Git::hidden_changes`]), so an edit the index was told to overlook is a change too.
     pub(crate) fn changes(&self) -> Result<Vec<Change>, GitError> {
+        let started = std::time::Instant::now();
         let mut out = self.status_changes()?;
+        let status_ms = started.elapsed().as_millis() as u64;
         let shown: BTreeSet<String> = out.iter().map(|c| c.path.clone()).collect();
         out.extend(self.hidden_changes(&shown)?);
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(status_ms, content_ms = ms - status_ms, "file guard: changes against HEAD");
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
@@ -337,31 +341,65 @@ impl Git {
     }
 
     /// Writes the files of `commit` that `wanted` accepts under `dest`, laid out as in the
-    /// project root. Returns how many were written.
+    /// project root (symlinks as symlinks, executables executable). Returns how many were
+    /// written. One walk of the tree, each blob written as it is met: the gate's snapshot
+    /// extracts a whole benchmark and its fixtures with this.
     pub(crate) fn extract(&self, commit: Oid, wanted: &dyn Fn(&str) -> bool, dest: &Path) -> Result<usize, GitError> {
-        let files = self.files_at(commit, wanted)?;
         let tree = self.repo.find_commit(commit).and_then(|c| c.tree()).map_err(self.err())?;
-        for rel in files.keys() {
-            let entry = tree.get_path(Path::new(&format!("{}{rel}", self.prefix))).map_err(self.err())?;
-            let blob = self.repo.find_blob(entry.id()).map_err(self.err())?;
-            let path = dest.join(rel);
-            let io_err = |source| GitError::Io { path: path.clone(), source };
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(io_err)?;
+        let mut written = 0;
+        let mut failure = None;
+        // Folders made so far: one `mkdir` per folder, not one per file.
+        let mut made: BTreeSet<PathBuf> = BTreeSet::new();
+        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() != Some(ObjectType::Blob) {
+                return TreeWalkResult::Ok;
             }
-            if entry.filemode() == 0o120000 {
-                let target = String::from_utf8_lossy(blob.content()).into_owned();
-                std::os::unix::fs::symlink(target, &path).map_err(io_err)?;
-            } else {
-                std::fs::write(&path, blob.content()).map_err(io_err)?;
-                // A fixture's scripts (a git hook, a test runner) must stay executable.
-                if entry.filemode() == 0o100755 {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io_err)?;
+            let repo_path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+            let Some(rel) = self.root_rel(&repo_path).filter(|rel| wanted(rel)) else { return TreeWalkResult::Ok };
+            match self.write_blob(entry, &dest.join(rel), &mut made) {
+                Ok(()) => {
+                    written += 1;
+                    TreeWalkResult::Ok
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    TreeWalkResult::Abort
                 }
             }
+        })
+        .or_else(|e| if failure.is_some() { Ok(()) } else { Err(self.err()(e)) })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(written),
         }
-        Ok(files.len())
+    }
+
+    fn write_blob(
+        &self,
+        entry: &git2::TreeEntry<'_>,
+        path: &Path,
+        made: &mut BTreeSet<PathBuf>,
+    ) -> Result<(), GitError> {
+        let blob = self.repo.find_blob(entry.id()).map_err(self.err())?;
+        let io_err = |source| GitError::Io { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent()
+            && !made.contains(dir)
+        {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+            made.insert(dir.to_path_buf());
+        }
+        if entry.filemode() == 0o120000 {
+            let target = String::from_utf8_lossy(blob.content()).into_owned();
+            std::os::unix::fs::symlink(target, path).map_err(io_err)?;
+        } else {
+            std::fs::write(path, blob.content()).map_err(io_err)?;
+            // A fixture's scripts (a git hook, a test runner) must stay executable.
+            if entry.filemode() == 0o100755 {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(io_err)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every commit reachable from `head` but not from `base` (all of them when `base` is
