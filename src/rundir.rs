@@ -256,7 +256,7 @@ impl Manifest {
 
 /// The commit HEAD points at, and whether the working tree differs from it, when `root` is a
 /// git repository (a worktree or a submodule too: git2 follows a `.git` file). None otherwise.
-fn git_state(root: &Path) -> (Option<String>, Option<bool>) {
+pub(crate) fn git_state(root: &Path) -> (Option<String>, Option<bool>) {
     let Ok(repo) = git2::Repository::open(root) else { return (None, None) };
     let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).map(|c| c.id().to_string());
     let mut opts = git2::StatusOptions::new();

@@ -107,7 +107,13 @@ impl Runner {
             agent_dir: spec.dir.clone(),
             sandbox: self.isolation.sandbox.info(),
         };
-        let run = RunDir::create(run_dir, Manifest::new(plan, &self.root, bench, case_ids))?;
+        // The benchmark is the gate's snapshot (`super::snapshot`): its digest names files
+        // relative to the snapshot's root, as a run's names them relative to the project's, so
+        // the two agree on the same content; the git state is the project's.
+        let bench_root = bench.dir.parent().and_then(Path::parent).unwrap_or(&self.root);
+        let mut manifest = Manifest::new(plan, bench_root, bench, case_ids);
+        (manifest.git_commit, manifest.git_dirty) = crate::rundir::git_state(&self.root);
+        let run = RunDir::create(run_dir, manifest)?;
         let target = Target { run_id, run_dir: run.path(), isolation: &self.isolation };
         let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(profile), epochs, spec);
         let progress = Arc::new(TrainProgress(self.live.clone()));

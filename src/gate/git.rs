@@ -1,9 +1,14 @@
 //! The git side of the gate, read-only and in-process through git2 (never a `git` child).
 //!
 //! It answers four questions: what changed against HEAD (the file guard), which allowlisted
-//! files make up the candidate (the pending record's binding), what HEAD's allowlisted files
-//! were (paired mode runs them; `record` compares them with the binding), and what every commit
-//! since the last recorded one touched (`record`'s history guard). Paths are `/`-separated;
+//! files make up the candidate (the pending record's binding), what HEAD's files were (the
+//! gate's snapshot and paired mode run them; `record` compares them with the binding), and what
+//! every commit since the last recorded one touched (`record`'s history guard).
+//!
+//! The file guard compares content, not git's bookkeeping: `git status` trusts the index, and
+//! the index can be told to look away (`git update-index --skip-worktree` or
+//! `--assume-unchanged`, or an edit that keeps the file's size and timestamps). So every file
+//! HEAD tracks is also hashed and compared with HEAD's blob ([`Git::changes`]). Paths are `/`-separated;
 //! git reports them relative to the repository's work tree, the gate relative to the project
 //! root, which may be a folder inside the repository ([`Git::root_rel`] converts).
 //!
@@ -14,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use git2::{ErrorCode, ObjectType, Oid, Repository, Status, StatusOptions, TreeWalkMode, TreeWalkResult};
+use git2::{AttrValue, ErrorCode, ObjectType, Oid, Repository, Status, StatusOptions, TreeWalkMode, TreeWalkResult};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -51,12 +56,50 @@ pub(crate) struct Change {
     pub kind: ChangeKind,
     /// "modified", "deleted", "staged", "staged and modified", "untracked", ...
     pub detail: String,
+    /// What kept `git status` from showing the change; None when it shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_by: Option<HiddenBy>,
+}
+
+/// Why `git status` does not show a working-tree file that differs from HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum HiddenBy {
+    /// `git update-index --skip-worktree`.
+    SkipWorktree,
+    /// `git update-index --assume-unchanged`.
+    AssumeUnchanged,
+    /// No flag: the index's cached size and timestamps still match (an edit that restored them).
+    IndexStat,
+}
+
+impl HiddenBy {
+    /// The `git update-index` option that clears the flag, if there is one.
+    fn clear_flag(self) -> Option<&'static str> {
+        match self {
+            HiddenBy::SkipWorktree => Some("--no-skip-worktree"),
+            HiddenBy::AssumeUnchanged => Some("--no-assume-unchanged"),
+            HiddenBy::IndexStat => None,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            HiddenBy::SkipWorktree => "hidden from `git status` by `git update-index --skip-worktree`",
+            HiddenBy::AssumeUnchanged => "hidden from `git status` by `git update-index --assume-unchanged`",
+            HiddenBy::IndexStat => "although `git status` shows it unchanged (its size and timestamps were kept)",
+        }
+    }
 }
 
 impl Change {
     /// The command that puts this path back as HEAD has it.
     pub(crate) fn revert_hint(&self) -> String {
         let p = shell_quote(&self.path);
+        // A flagged file is left alone by `git checkout`: the flag goes first.
+        if let Some(flag) = self.hidden_by.and_then(HiddenBy::clear_flag) {
+            return format!("git update-index {flag} -- {p} && git checkout HEAD -- {p}");
+        }
         match self.kind {
             ChangeKind::Tracked => format!("git checkout HEAD -- {p}"),
             ChangeKind::StagedNew => format!("git rm --cached -- {p} && rm {p}"),
@@ -73,6 +116,11 @@ pub(crate) struct CommitChanges {
     /// Relative to the repository's work tree.
     pub paths: Vec<String>,
 }
+
+/// The index entry flag `git update-index --assume-unchanged` sets (`CE_VALID`).
+const INDEX_ASSUME_VALID: u16 = 0x8000;
+/// The extended index entry flag `git update-index --skip-worktree` sets (`CE_SKIP_WORKTREE`).
+const INDEX_SKIP_WORKTREE: u16 = 0x4000;
 
 fn shell_quote(s: &str) -> String {
     if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./+@%=:,".contains(c)) {
@@ -140,8 +188,73 @@ impl Git {
 
     /// Tracked paths whose index or working-tree content differs from HEAD, and untracked paths
     /// that are not ignored. A change staged and then undone in the working tree still shows:
-    /// the index differs from HEAD.
+    /// the index differs from HEAD. Content decides, not the index: `git status`'s answer is
+    /// completed by hashing every file HEAD tracks under the project root
+    /// ([`Git::hidden_changes`]), so an edit the index was told to overlook is a change too.
     pub(crate) fn changes(&self) -> Result<Vec<Change>, GitError> {
+        let started = std::time::Instant::now();
+        let mut out = self.status_changes()?;
+        let status_ms = started.elapsed().as_millis() as u64;
+        let shown: BTreeSet<String> = out.iter().map(|c| c.path.clone()).collect();
+        out.extend(self.hidden_changes(&shown)?);
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(status_ms, content_ms = ms - status_ms, "file guard: changes against HEAD");
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Files HEAD tracks under the project root, not in `shown`, whose working-tree content
+    /// differs from HEAD's blob (or that are gone), each with what hid it from `git status`.
+    fn hidden_changes(&self, shown: &BTreeSet<String>) -> Result<Vec<Change>, GitError> {
+        let Some(head) = self.head()? else { return Ok(Vec::new()) };
+        let committed = self.files_at(head, &|_| true)?;
+        let index = self.repo.index().map_err(self.err())?;
+        let autocrlf = self.repo.config().ok().and_then(|c| c.get_string("core.autocrlf").ok());
+        let autocrlf =
+            autocrlf.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "input" | "yes" | "1"));
+        let mut out = Vec::new();
+        for (rel, id) in committed {
+            let repo_path = format!("{}{rel}", self.prefix);
+            if shown.contains(&repo_path) {
+                continue;
+            }
+            let abs = self.workdir.join(&repo_path);
+            let now = blob_id(&abs).map_err(|source| GitError::Io { path: abs.clone(), source })?;
+            if now.as_deref() == Some(id.as_str()) {
+                continue;
+            }
+            let hidden_by = match index.get_path(Path::new(&repo_path), 0) {
+                Some(e) if e.flags_extended & INDEX_SKIP_WORKTREE != 0 => HiddenBy::SkipWorktree,
+                Some(e) if e.flags & INDEX_ASSUME_VALID != 0 => HiddenBy::AssumeUnchanged,
+                // Unflagged, the raw bytes differ from the blob legitimately when git converts
+                // them on checkout (line endings, LFS): `git status`, which applies the
+                // conversion, has the last word there.
+                _ if self.converted(&repo_path, autocrlf) => continue,
+                _ => HiddenBy::IndexStat,
+            };
+            let what = if now.is_none() { "deleted" } else { "modified" };
+            out.push(Change {
+                path: repo_path,
+                kind: ChangeKind::Tracked,
+                detail: format!("{what}, {}", hidden_by.describe()),
+                hidden_by: Some(hidden_by),
+            });
+        }
+        Ok(out)
+    }
+
+    /// True when git may convert the file between blob and working tree (a `filter`, `text`,
+    /// `eol`, `ident` or `working-tree-encoding` attribute, or `core.autocrlf`).
+    fn converted(&self, repo_path: &str, autocrlf: bool) -> bool {
+        autocrlf
+            || ["filter", "text", "eol", "ident", "working-tree-encoding"].iter().any(|attr| {
+                let v = self.repo.get_attr_bytes(Path::new(repo_path), attr, git2::AttrCheckFlags::FILE_THEN_INDEX);
+                !matches!(AttrValue::from_bytes(v.ok().flatten()), AttrValue::Unspecified | AttrValue::False)
+            })
+    }
+
+    /// What `git status` reports: see [`Git::changes`].
+    fn status_changes(&self) -> Result<Vec<Change>, GitError> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
@@ -182,42 +295,26 @@ impl Git {
                 };
                 (ChangeKind::Tracked, detail)
             };
-            out.push(Change { path, kind, detail });
+            out.push(Change { path, kind, detail, hidden_by: None });
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
 
-    /// The candidate: every file in the working tree that git would commit with `git add -A`
-    /// (tracked, or untracked and not ignored) and that `wanted` accepts, as root-relative path
-    /// -> blob id of its current content.
-    pub(crate) fn candidate_files(&self, wanted: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, String>, GitError> {
+    /// The candidate's paths: every file in the working tree that git would commit with
+    /// `git add -A` (tracked, or untracked and not ignored) and that `wanted` accepts, relative
+    /// to the project root. A path may name a file that no longer exists (deleted, not staged).
+    pub(crate) fn candidate_paths(&self, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<String>, GitError> {
         let mut paths: BTreeSet<String> = BTreeSet::new();
         let index = self.repo.index().map_err(self.err())?;
         for e in index.iter() {
             paths.insert(String::from_utf8_lossy(&e.path).into_owned());
         }
-        for c in self.changes()? {
+        for c in self.status_changes()? {
             if c.kind == ChangeKind::Untracked {
                 paths.insert(c.path);
             }
         }
-        let mut out = BTreeMap::new();
-        for repo_path in paths {
-            let Some(rel) = self.root_rel(&repo_path) else { continue };
-            if !wanted(&rel) {
-                continue;
-            }
-            let abs = self.workdir.join(&repo_path);
-            match blob_id(&abs) {
-                Ok(Some(id)) => {
-                    out.insert(rel, id);
-                }
-                Ok(None) => {}
-                Err(source) => return Err(GitError::Io { path: abs, source }),
-            }
-        }
-        Ok(out)
+        Ok(paths.iter().filter_map(|p| self.root_rel(p)).filter(|rel| wanted(rel)).collect())
     }
 
     /// The files of `commit` that `wanted` accepts: root-relative path -> blob id.
@@ -244,26 +341,65 @@ impl Git {
     }
 
     /// Writes the files of `commit` that `wanted` accepts under `dest`, laid out as in the
-    /// project root. Returns how many were written.
+    /// project root (symlinks as symlinks, executables executable). Returns how many were
+    /// written. One walk of the tree, each blob written as it is met: the gate's snapshot
+    /// extracts a whole benchmark and its fixtures with this.
     pub(crate) fn extract(&self, commit: Oid, wanted: &dyn Fn(&str) -> bool, dest: &Path) -> Result<usize, GitError> {
-        let files = self.files_at(commit, wanted)?;
         let tree = self.repo.find_commit(commit).and_then(|c| c.tree()).map_err(self.err())?;
-        for rel in files.keys() {
-            let entry = tree.get_path(Path::new(&format!("{}{rel}", self.prefix))).map_err(self.err())?;
-            let blob = self.repo.find_blob(entry.id()).map_err(self.err())?;
-            let path = dest.join(rel);
-            let io_err = |source| GitError::Io { path: path.clone(), source };
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(io_err)?;
+        let mut written = 0;
+        let mut failure = None;
+        // Folders made so far: one `mkdir` per folder, not one per file.
+        let mut made: BTreeSet<PathBuf> = BTreeSet::new();
+        tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() != Some(ObjectType::Blob) {
+                return TreeWalkResult::Ok;
             }
-            if entry.filemode() == 0o120000 {
-                let target = String::from_utf8_lossy(blob.content()).into_owned();
-                std::os::unix::fs::symlink(target, &path).map_err(io_err)?;
-            } else {
-                std::fs::write(&path, blob.content()).map_err(io_err)?;
+            let repo_path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+            let Some(rel) = self.root_rel(&repo_path).filter(|rel| wanted(rel)) else { return TreeWalkResult::Ok };
+            match self.write_blob(entry, &dest.join(rel), &mut made) {
+                Ok(()) => {
+                    written += 1;
+                    TreeWalkResult::Ok
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    TreeWalkResult::Abort
+                }
+            }
+        })
+        .or_else(|e| if failure.is_some() { Ok(()) } else { Err(self.err()(e)) })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
+    }
+
+    fn write_blob(
+        &self,
+        entry: &git2::TreeEntry<'_>,
+        path: &Path,
+        made: &mut BTreeSet<PathBuf>,
+    ) -> Result<(), GitError> {
+        let blob = self.repo.find_blob(entry.id()).map_err(self.err())?;
+        let io_err = |source| GitError::Io { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent()
+            && !made.contains(dir)
+        {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+            made.insert(dir.to_path_buf());
+        }
+        if entry.filemode() == 0o120000 {
+            let target = String::from_utf8_lossy(blob.content()).into_owned();
+            std::os::unix::fs::symlink(target, path).map_err(io_err)?;
+        } else {
+            std::fs::write(path, blob.content()).map_err(io_err)?;
+            // A fixture's scripts (a git hook, a test runner) must stay executable.
+            if entry.filemode() == 0o100755 {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(io_err)?;
             }
         }
-        Ok(files.len())
+        Ok(())
     }
 
     /// Every commit reachable from `head` but not from `base` (all of them when `base` is
@@ -395,7 +531,12 @@ mod tests {
         assert_eq!(changes[1].revert_hint(), "rm notes.txt");
 
         let agent = |p: &str| p.starts_with("agent/");
-        let cand = git.candidate_files(&agent).unwrap();
+        let cand: BTreeMap<String, String> = git
+            .candidate_paths(&agent)
+            .unwrap()
+            .into_iter()
+            .filter_map(|rel| blob_id(&root.join(&rel)).unwrap().map(|id| (rel, id)))
+            .collect();
         assert_eq!(cand.len(), 1);
         assert_eq!(cand["agent/system.md"], Oid::hash_object(ObjectType::Blob, b"v2").unwrap().to_string());
         let at_head = git.files_at(first, &agent).unwrap();
@@ -416,6 +557,45 @@ mod tests {
         assert!(git.is_ancestor(first, third).unwrap() && !git.is_ancestor(third, second).unwrap());
         assert_eq!(git.resolve(&third.to_string()[..10]), Some(third));
         assert_eq!(git.files_at(third, &agent).unwrap(), cand, "the committed candidate matches");
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git").current_dir(dir).args(args).status().unwrap().success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn edits_hidden_from_git_status_are_changes_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let repo = Repository::init(root).unwrap();
+        for f in ["a.txt", "b.txt", "c.txt", "d.txt"] {
+            std::fs::write(root.join(f), "committed\n").unwrap();
+        }
+        commit_all(&repo, "first");
+        git(root, &["update-index", "--skip-worktree", "a.txt"]);
+        git(root, &["update-index", "--assume-unchanged", "b.txt"]);
+        std::fs::write(root.join("a.txt"), "rigged\n").unwrap();
+        std::fs::write(root.join("b.txt"), "rigged\n").unwrap();
+        std::fs::remove_file(root.join("c.txt")).unwrap();
+        git(root, &["update-index", "--skip-worktree", "d.txt"]); // flagged, content unchanged
+        let git = Git::open(root).unwrap().unwrap();
+        assert!(git.status_changes().unwrap().iter().all(|c| c.path != "a.txt"), "git status is blind to a.txt");
+        let changes = git.changes().unwrap();
+        let seen: Vec<(&str, Option<HiddenBy>)> = changes.iter().map(|c| (c.path.as_str(), c.hidden_by)).collect();
+        assert_eq!(
+            seen,
+            [("a.txt", Some(HiddenBy::SkipWorktree)), ("b.txt", Some(HiddenBy::AssumeUnchanged)), ("c.txt", None)]
+        );
+        assert_eq!(changes[0].detail, "modified, hidden from `git status` by `git update-index --skip-worktree`");
+        assert_eq!(
+            changes[0].revert_hint(),
+            "git update-index --no-skip-worktree -- a.txt && git checkout HEAD -- a.txt"
+        );
+        assert_eq!(
+            changes[1].revert_hint(),
+            "git update-index --no-assume-unchanged -- b.txt && git checkout HEAD -- b.txt"
+        );
     }
 
     #[test]

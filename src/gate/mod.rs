@@ -39,6 +39,7 @@ pub mod private;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod steps;
 pub(crate) mod trust;

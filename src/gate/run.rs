@@ -28,14 +28,15 @@ use super::event::{
     Failure, FileGuard, FullBenchmark, GateEvent, GateOutcome, GateSink, Guard, Note, PromotionStep, RunInfo, Scores,
     StepResult, StepStart, UnmeasuredStep, Verdict,
 };
-use super::git::{Git, files_without_git};
+use super::git::Git;
+use super::snapshot::{self, Snapshot};
 use super::state::{
     self, GateFiles, GateState, PENDING, PendingRecord, Recovery, RegressionSet, ResultsRow, SetUpdate,
 };
 use super::steps::{self, Coverage, RegressionVerdict};
 use super::{GateError, candidate_spec, private_dir, sweep_private_dirs, trust};
 use crate::agent::spec::AgentSpec;
-use crate::bench::{Benchmark, load_benchmark};
+use crate::bench::Benchmark;
 use crate::lock::FileLock;
 use crate::model::Profile;
 use crate::model::registry::Profiles;
@@ -161,6 +162,8 @@ struct Setup {
     git: Option<Git>,
     /// HEAD when the project is in git (the file guard and `record` compare against it).
     head: Option<Oid>,
+    /// What every cell runs from; the candidate's blob ids are the pending record's binding.
+    snapshot: Snapshot,
     /// Private directories of killed gates removed now.
     swept: usize,
 }
@@ -168,7 +171,22 @@ struct Setup {
 impl Setup {
     fn resolve(settings: &GateSettings) -> Result<Setup, GateError> {
         let (root, cfg) = (settings.root.as_path(), &settings.config);
-        let bench = load_benchmark(root, &cfg.benchmark)?;
+        let git = Git::open(root)?;
+        let head = match &git {
+            Some(g) => Some(g.head()?.ok_or_else(|| {
+                GateError::Setup(format!(
+                    "the git repository at {} has no commit yet; commit the project first (the file guard and `record` compare against HEAD)",
+                    g.workdir().display()
+                ))
+            })?),
+            None => None,
+        };
+        // Every cell runs from this snapshot, taken once: HEAD's benchmark and fixtures plus
+        // the candidate's allowlisted files (super::snapshot says why).
+        let committed = git.as_ref().zip(head);
+        let read = snapshot::read_by_cells(cfg);
+        let snapshot = Snapshot::take(root, committed, &read, &|p: &str| cfg.allowlist.allows(p))?;
+        let bench = snapshot.benchmark(&cfg.benchmark)?;
         let ids_of = |split| bench.cases.iter().filter(move |c| c.split == split).map(|c| c.id.clone());
         // Quarantined cases are never promotion candidates (Step 3 reads `train_ids`).
         let train_ids: BTreeSet<String> =
@@ -185,7 +203,7 @@ impl Setup {
         // A candidate that does not load is the candidate's failure (exit 1: revert it), not a
         // broken setup: its files are the ones the loop edits. Outside the allowlist it is exit 2.
         let mut candidate_error = None;
-        let spec = match candidate_spec(root, &cfg.agent_dir) {
+        let spec = match snapshot.spec(&cfg.agent_dir) {
             Ok(s) => s,
             Err(e) if cfg.allowlist.allows(&format!("{}/agent.yaml", cfg.agent_dir)) => {
                 candidate_error = Some(e.to_string());
@@ -193,23 +211,13 @@ impl Setup {
             }
             Err(e) => return Err(e.into()),
         };
-        let profile = match &settings.profile {
-            Ok(p) => p.clone(),
+        let profile = match snapshot.profile(cfg, &settings.profiles).unwrap_or_else(|| settings.profile.clone()) {
+            Ok(p) => p,
             Err(e) if script_in_allowlist(cfg) => {
                 candidate_error.get_or_insert(e.clone());
                 Profile::scripted("candidate", Script::nop())
             }
             Err(e) => return Err(GateError::Setup(e.clone())),
-        };
-        let git = Git::open(root)?;
-        let head = match &git {
-            Some(g) => Some(g.head()?.ok_or_else(|| {
-                GateError::Setup(format!(
-                    "the git repository at {} has no commit yet; commit the project first (the file guard and `record` compare against HEAD)",
-                    g.workdir().display()
-                ))
-            })?),
-            None => None,
         };
         if cfg.mode == Mode::Paired && head.is_none() {
             return Err(GateError::Setup(format!(
@@ -220,7 +228,18 @@ impl Setup {
         // Fail now, not after Step 1, if test cells could not run privately.
         drop(private_dir(root).map_err(|e| GateError::Setup(e.to_string()))?);
         let swept = sweep_private_dirs();
-        Ok(Setup { bench, train_ids, test_ids, spec: Arc::new(spec), profile, candidate_error, git, head, swept })
+        Ok(Setup {
+            bench,
+            train_ids,
+            test_ids,
+            spec: Arc::new(spec),
+            profile,
+            candidate_error,
+            git,
+            head,
+            snapshot,
+            swept,
+        })
     }
 }
 
@@ -273,6 +292,7 @@ impl Gate<'_> {
             self.settings.isolation.clone(),
             self.sink.live(),
         )?;
+        runner.protect(self.setup.snapshot.root());
         let gate_dir = self.files.workspace().join("gate").join(&self.run_id);
 
         let quarantined: Vec<String> = self.settings.quarantine.iter().cloned().collect();
@@ -408,11 +428,7 @@ impl Gate<'_> {
         runner: &Runner,
         rows: &[ResultsRow],
     ) -> Result<(FullBenchmark, BTreeMap<String, String>), Stop> {
-        let allow = |p: &str| self.allows(p);
-        let candidate_files = match &self.setup.git {
-            Some(g) => g.candidate_files(&allow)?,
-            None => files_without_git(&self.settings.root, &allow)?,
-        };
+        let candidate_files = self.setup.snapshot.candidate().clone();
         let private = private_dir(&self.settings.root).map_err(|source| GateError::Io {
             context: "cannot create the private directory for test-split cells".into(),
             source,

@@ -12,6 +12,7 @@ mod gate;
 mod gate_anchor;
 mod gate_infra;
 mod gate_private;
+mod gate_snapshot;
 mod gate_trust;
 mod html;
 mod matrix;
