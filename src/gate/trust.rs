@@ -5,7 +5,8 @@
 //! cell runs, and each override a human gives is written to the audit log in
 //! `.gate-state.json`:
 //! - **the config** given with `--config` (way 2 of issue 15): anything but the project's
-//!   `experiment_config.yaml` needs `--accept-config`, once per content;
+//!   `experiment_config.yaml` needs `--accept-config`, once per content, and so does a config
+//!   that turns the file guard off (set before the very first gate, nothing else would see it);
 //! - **the profile's definition** (way 3): `models.toml`, `--models`, `HCBENCH_MODELS` and
 //!   `HCBENCH_LOCAL_LLM_URL` decide what a profile name means and none is in git, so every
 //!   record keeps the definition's digest ([`crate::model::definition`]) and a different one
@@ -48,6 +49,10 @@ pub enum TrustError {
     )]
     ConfigNotAccepted { config: String, command: &'static str },
     #[error(
+        "{config} sets `file_guard` off: the gate would then not check what changed outside the allowlist (the benchmark, the fixtures, hcbench itself), so a human must vouch for this config: `{command} --accept-config` (logged in workspace/.gate-state.json, valid while the file's content stays the same), or remove `file_guard` from {config}"
+    )]
+    FileGuardOff { config: String, command: &'static str },
+    #[error(
         "profile `{profile}` is defined as the oracle ({defined_in}: {text}): the gate would score the benchmark's known-good actions under another name; give `{profile}` its real definition, or set `profile: oracle` in the config to measure the oracle openly"
     )]
     OracleInDisguise { profile: String, defined_in: String, text: String },
@@ -88,7 +93,11 @@ pub(crate) fn accept_config(
     accept: bool,
     command: &'static str,
 ) -> Result<Option<Accepted>, GateError> {
-    if is_default_config(&files.root, &cfg.path) {
+    // The project's own config is in git and covered by the file guard, unless it turns the
+    // guard off: then nothing stops an agent from having committed that before the very first
+    // gate, so the content that disables the guard needs a human's word like any other config.
+    let default = is_default_config(&files.root, &cfg.path);
+    if default && cfg.file_guard {
         return Ok(None);
     }
     let entry = config_entry(&files.config_name);
@@ -98,7 +107,13 @@ pub(crate) fn accept_config(
         return Ok(None);
     }
     if !accept {
-        return Err(TrustError::ConfigNotAccepted { config: files.config_name.clone(), command }.into());
+        let config = files.config_name.clone();
+        return Err(if default {
+            TrustError::FileGuardOff { config, command }
+        } else {
+            TrustError::ConfigNotAccepted { config, command }
+        }
+        .into());
     }
     let previous = state.accepted.iter().rev().find(|a| a.file == entry).and_then(|a| a.sha256.clone());
     let shown = sha.as_deref().map(short).unwrap_or("none").to_string();

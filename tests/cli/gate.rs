@@ -485,7 +485,16 @@ fn file_guard_is_off_only_when_explicitly_off() {
     {
         let p = Project::new(&["tr-1"], &["te-1"], &format!("file_guard: {value}\n"));
         p.write("README.md", "edited\n");
-        let r = p.gate(&[]).json();
+        if !guarded {
+            // Turning the guard off is a human's decision, even before the very first gate.
+            let refused = p.hcbench(&["gate"]).code(2);
+            assert!(refused.stderr.contains("sets `file_guard` off") && refused.stderr.contains("--accept-config"));
+            assert!(
+                !p.path().join("workspace/results.tsv").exists()
+                    && !p.path().join("workspace/pending_record.json").exists()
+            );
+        }
+        let r = p.gate(if guarded { &[] } else { &["--accept-config"] }).json();
         if guarded {
             assert_eq!(r["exit_code"], 1, "file_guard: {value} keeps the guard on");
             assert_eq!(step(&r, 0)["detail"]["guard"], "checked");
