@@ -492,6 +492,11 @@ pub(crate) fn files_without_git(
     Ok(out)
 }
 
+/// The first 12 characters of a commit id or digest, as shown to people.
+pub(crate) fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

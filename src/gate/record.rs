@@ -27,7 +27,7 @@ use std::time::Duration;
 use git2::Oid;
 
 use super::config::Config;
-use super::git::{Git, files_without_git};
+use super::git::{Git, files_without_git, short};
 use super::state::{Acceptance, GateFiles, GateState, PENDING, PendingRecord, Provenance, RESULTS, ResultsRow};
 use super::{GateError, candidate_spec, trust};
 use crate::exit;
@@ -303,11 +303,6 @@ fn append(
     files.write_protected(state, RESULTS, &bytes)?;
     files.remove_protected(state, PENDING)?;
     Ok(row)
-}
-
-/// The first 12 characters of a commit id or digest, as shown to people.
-pub(crate) fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
 }
 
 /// How the committed allowlisted files differ from the gated candidate.

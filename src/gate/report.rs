@@ -22,7 +22,8 @@ use super::event::{
     Failure, FileGuard, FullBenchmark, GateEvent, GateOutcome, GateSink, Guard, LiveEvent, LiveSink, Note,
     PromotionStep, STEP_NAMES, Status, StepResult, StepStart, UnmeasuredStep, Verdict,
 };
-use super::record::{RecordEvent, RecordOutcome, RecordSink, short};
+use super::git::short;
+use super::record::{RecordEvent, RecordOutcome, RecordSink};
 use super::state::{self, PENDING, REGRESSION_SET, RESULTS, Recovered, Recovery, TRAIN_RESULTS};
 use super::steps::{Coverage, PAIRED_ALPHA, fmt_num, fmt_pair, signed};
 

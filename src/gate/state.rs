@@ -179,6 +179,11 @@ impl ResultsRow {
     }
 }
 
+/// The best recorded score: the maximum `val_score` of all rows (the baseline row included).
+pub(crate) fn best(rows: &[ResultsRow]) -> Option<f64> {
+    rows.iter().map(|r| r.val_score).max_by(|a, b| a.total_cmp(b))
+}
+
 /// Parses results.tsv strictly: one of the two exact headers first, then six tab-separated
 /// fields per row, or nine under the current header. Blank lines are skipped; anything else
 /// that does not parse is an error naming the line.
@@ -833,7 +838,7 @@ fn summary(snap: &super::anchor::Snapshot) -> String {
     let mut parts = Vec::new();
     match snap.files.get(RESULTS).map(|b| parse_results(RESULTS, &String::from_utf8_lossy(b))) {
         Some(Ok(rows)) => {
-            let best = super::steps::best(&rows).map_or_else(String::new, |b| format!(", best val_score {b}"));
+            let best = best(&rows).map_or_else(String::new, |b| format!(", best val_score {b}"));
             parts.push(format!("{} recorded iteration(s){best}", rows.len()));
         }
         _ => parts.push("no recorded iteration".into()),

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::state::{RegressionSet, ResultsRow, TrainResults, sort_ids};
+use super::state::{RegressionSet, TrainResults, sort_ids};
 use crate::replay::CellSummary;
 use crate::stats::{self, Paired};
 use crate::trace::event::Outcome;
@@ -286,10 +286,8 @@ pub(crate) fn coverage(cells: &[CellSummary], planned: usize, examples: bool) ->
     c
 }
 
-/// The best recorded score: the maximum `val_score` of all rows (the baseline row included).
-pub(crate) fn best(rows: &[ResultsRow]) -> Option<f64> {
-    rows.iter().map(|r| r.val_score).max_by(|a, b| a.total_cmp(b))
-}
+/// The best recorded score (kept beside the rows it reads, [`super::state::best`]).
+pub(crate) use super::state::best;
 
 /// Step 2 (simple): pass with no best yet, or when val_score >= best.
 pub(crate) fn benchmark_passes(val: f64, best: Option<f64>) -> bool {
@@ -445,7 +443,7 @@ fn fixed(x: f64, digits: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::state::TrainCase;
+    use crate::gate::state::{ResultsRow, TrainCase};
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

@@ -27,7 +27,7 @@ use git2::Oid;
 use super::GateError;
 use super::config::{Allowlist, CONFIG_FILE, Config};
 use super::git::Git;
-use super::record::short;
+use super::git::short;
 use super::state::{Acceptance, GateFiles, GateState, RESULTS, ResultsRow, TrainResults};
 use crate::model::{Profile, ProfileKind};
 
