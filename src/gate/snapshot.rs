@@ -15,14 +15,16 @@
 //! the pending record's binding, so what `record` accepts is byte for byte what ran, and nothing
 //! written to the working tree after this point reaches a cell.
 //!
-//! It lives in a private directory ([`super::private_dir`]: outside the project, mode 0700,
-//! swept when its owner died) laid out like the project root, so the benchmark loader, the spec
+//! It lives in a private directory ([`super::private_dir`]: in the gate's private area, a tmpfs
+//! in the gate's own mount namespace where one can be made, else a 0700 folder outside the
+//! project, swept when its owner died) laid out like the project root, so the benchmark loader, the spec
 //! loader and the profile resolver read it as they read a project; their messages are turned
 //! back into the project's paths ([`Snapshot::relocate`]). Outside git there is no HEAD: the
 //! same paths are copied from the working tree as they are (ignored files included, as cells saw
 //! them before), which still keeps later edits away from a running gate. The directory is not a
-//! wall against a process of the same user that finds it and writes into it; it removes every
-//! ordinary way to make the working tree say something the commit does not.
+//! wall against a process of the same user that reaches it (through a running cell's
+//! `/proc/<pid>/root`, or in the folder fallback) and writes into it; it removes every ordinary
+//! way to make the working tree say something the commit does not.
 
 use std::collections::BTreeMap;
 use std::io;
