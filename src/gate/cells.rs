@@ -152,7 +152,11 @@ impl Runner {
             );
         }
         let cells = interleave(per_arm);
-        let progress = Arc::new(TestProgress(self.live.clone()));
+        let folders = cells
+            .iter()
+            .map(|c| ((c.run_id.clone(), c.cell_id.clone()), [c.cell_dir.clone(), c.workspace.clone()]))
+            .collect();
+        let progress = Arc::new(TestProgress { live: self.live.clone(), folders });
         // No log line while test cells run, at any verbosity: the engine, the agent loop, child
         // processes and providers log cell ids, outcomes, argv and paths (super::private).
         tracing::info!("Step 2: logging is silent while the test-split cells run");
@@ -214,12 +218,72 @@ impl EngineSink for TrainProgress {
 }
 
 /// Progress of test cells: a count only. Which test case passed or failed is never passed on.
-struct TestProgress(Arc<dyn LiveSink>);
+///
+/// A finished test cell's folder (trace, artifacts) and workspace are removed at once: the gate
+/// keeps only its summary, in memory. So the private area holds the cells that are running and
+/// nothing else, and a process of the same user that reaches the area through a running cell's
+/// `/proc/<pid>/root` (docs/security.md) finds no finished cell's trace or verdict there.
+struct TestProgress {
+    live: Arc<dyn LiveSink>,
+    /// (run id, cell id) -> the cell's folder and its workspace.
+    folders: std::collections::HashMap<(String, String), [PathBuf; 2]>,
+}
 
 impl EngineSink for TestProgress {
     fn event(&self, event: EngineEvent<'_>) {
-        if let EngineEvent::CellFinished { done, total, .. } = event {
-            self.0.live(LiveEvent::TestCells { done, total });
+        if let EngineEvent::CellFinished { summary, done, total } = event {
+            if let Some(folders) = self.folders.get(&(summary.run_id.clone(), summary.cell_id.clone())) {
+                for f in folders {
+                    let _ = std::fs::remove_dir_all(f);
+                }
+            }
+            self.live.live(LiveEvent::TestCells { done, total });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Keeps what test progress tells the person: counts.
+    struct Counts(Mutex<Vec<(usize, usize)>>);
+
+    impl LiveSink for Counts {
+        fn live(&self, event: LiveEvent<'_>) {
+            if let LiveEvent::TestCells { done, total } = event {
+                self.0.lock().unwrap().push((done, total));
+            }
+        }
+    }
+
+    #[test]
+    fn a_finished_test_cell_leaves_nothing_on_disk_and_only_a_count_is_told() {
+        let area = tempfile::tempdir().unwrap();
+        let folder = |cell: &str| {
+            let cell_dir = area.path().join("candidate/cells").join(cell);
+            let workspace = area.path().join("workspaces").join(cell);
+            for d in [&cell_dir, &workspace] {
+                std::fs::create_dir_all(d).unwrap();
+                std::fs::write(d.join("trace.jsonl"), "{\"kind\":\"test_result\"}\n").unwrap();
+            }
+            [cell_dir, workspace]
+        };
+        let (done_cell, running_cell) = (folder("te-1__p"), folder("te-2__p"));
+        let live = Arc::new(Counts(Mutex::new(Vec::new())));
+        let folders = [
+            (("gate-candidate".to_string(), "te-1__p".to_string()), done_cell.clone()),
+            (("gate-candidate".to_string(), "te-2__p".to_string()), running_cell.clone()),
+        ]
+        .into_iter()
+        .collect();
+        let progress = TestProgress { live: live.clone(), folders };
+        let summary =
+            CellSummary { run_id: "gate-candidate".into(), cell_id: "te-1__p".into(), ..CellSummary::default() };
+        progress.event(EngineEvent::CellFinished { summary: &summary, done: 1, total: 2 });
+        assert!(done_cell.iter().all(|d| !d.exists()), "the finished cell's folder and workspace are gone");
+        assert!(running_cell.iter().all(|d| d.exists()), "a running cell keeps its own");
+        assert_eq!(*live.0.lock().unwrap(), vec![(1, 2)]);
     }
 }
