@@ -23,7 +23,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Lower-case hex SHA-256 of `bytes`.
 /// A command's captured output: the first `limit` bytes of a stream, and whether more came.
 #[derive(Debug, Default)]
 pub struct Bounded {
@@ -45,6 +44,7 @@ pub fn yaml_error(e: &impl std::fmt::Display, file: &Path) -> String {
     e.to_string().replace("<input>", &file.display().to_string())
 }
 
+/// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }

@@ -29,7 +29,7 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             let command = if ablations.is_empty() { "matrix" } else { "ablate" };
             super::test_split::guard(&s.root, &selected.benchmark, &selected.case_ids, human_test_split, command)?;
             let plan = Plan {
-                command: if ablations.is_empty() { "matrix" } else { "ablate" },
+                command,
                 run_id: &run_id,
                 profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
                 epochs,

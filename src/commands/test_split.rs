@@ -25,13 +25,11 @@ use super::CommandError;
 use crate::bench::{Benchmark, Split};
 use crate::gate::anchor::Anchor;
 use crate::gate::config::{CONFIG_FILE, Config};
-use crate::gate::state::{Acceptance, GateFiles};
+use crate::gate::state::{Acceptance, GateFiles, STATE as STATE_FILE};
 use crate::lock::FileLock;
 
 /// The flag a human passes to run test-split cases.
 const FLAG: &str = "--human-test-split";
-/// The gate's state: its presence says the gate is in use in this project.
-const STATE_FILE: &str = "workspace/.gate-state.json";
 
 /// Refuses a selection with test-split cases unless `human`; with it, audits the use.
 pub(super) fn guard(
@@ -56,26 +54,19 @@ pub(super) fn guard(
         )));
     }
     let files = GateFiles::new(root, &root.join(CONFIG_FILE));
-    {
-        let wait = |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to audit {FLAG}");
-        let _lock = FileLock::acquire(&files.lock_path(), &format!("{command} {FLAG}"), Duration::MAX, wait)
-            .map_err(|e| CommandError::Usage(e.to_string()))?;
-        let mut state = files.load_state().map_err(|e| CommandError::Usage(e.to_string()))?;
-        let what = format!("test split: {tests} case(s) of `{split}` in benchmark {}", bench.name);
-        files
-            .audit(
-                &mut state,
-                Acceptance {
-                    at: crate::util::now_rfc3339(),
-                    file: what,
-                    previous: None,
-                    sha256: None,
-                    command: format!("hcbench {command} {FLAG}"),
-                },
-            )
-            .map_err(|e| CommandError::Internal(anyhow::Error::new(e)))?;
-        eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
-    }
+    let wait = |holder: &str| eprintln!("hcbench: waiting for the workspace lock ({holder}) to audit {FLAG}");
+    let _lock = FileLock::acquire(&files.lock_path(), &format!("{command} {FLAG}"), Duration::MAX, wait)
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let mut state = files.load_state().map_err(|e| CommandError::Usage(e.to_string()))?;
+    let entry = Acceptance {
+        at: crate::util::now_rfc3339(),
+        file: format!("test split: {tests} case(s) of `{split}` in benchmark {}", bench.name),
+        previous: None,
+        sha256: None,
+        command: format!("hcbench {command} {FLAG}"),
+    };
+    files.audit(&mut state, entry).map_err(|e| CommandError::Internal(anyhow::Error::new(e)))?;
+    eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
     Ok(())
 }
 
@@ -84,5 +75,5 @@ pub(super) fn guard(
 /// the recovery).
 fn gate_in_use(root: &std::path::Path) -> bool {
     root.join(STATE_FILE).is_file()
-        || Anchor::open(root).ok().flatten().is_some_and(|a| a.read().ok().flatten().is_some())
+        || Anchor::open(root).ok().flatten().is_some_and(|a| a.head().ok().flatten().is_some())
 }

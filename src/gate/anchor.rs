@@ -113,13 +113,20 @@ impl Anchor {
         |source| AnchorError::Git { refname: self.refname.clone(), source }
     }
 
+    /// The anchor commit the ref points at, without reading its files; None when the ref does
+    /// not exist.
+    pub(crate) fn head(&self) -> Result<Option<Oid>, AnchorError> {
+        match self.repo.find_reference(&self.refname) {
+            Ok(r) => Ok(Some(r.peel_to_commit().map_err(self.err())?.id())),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(self.err()(e)),
+        }
+    }
+
     /// The anchored files; None when the ref does not exist.
     pub(crate) fn read(&self) -> Result<Option<Snapshot>, AnchorError> {
-        let commit = match self.repo.find_reference(&self.refname) {
-            Ok(r) => r.peel_to_commit().map_err(self.err())?,
-            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
-            Err(e) => return Err(self.err()(e)),
-        };
+        let Some(id) = self.head()? else { return Ok(None) };
+        let commit = self.repo.find_commit(id).map_err(self.err())?;
         let mut files = BTreeMap::new();
         for entry in commit.tree().map_err(self.err())?.iter() {
             if entry.kind() != Some(ObjectType::Blob) {
@@ -136,7 +143,7 @@ impl Anchor {
     /// when read (the workspace lock makes a race unlikely; this makes one harmless).
     pub(crate) fn write(&self, files: &BTreeMap<String, Vec<u8>>) -> Result<Oid, AnchorError> {
         let err = self.err();
-        let previous = self.read()?.map(|s| s.commit);
+        let previous = self.head()?;
         let mut tree = self.repo.treebuilder(None).map_err(&err)?;
         for (name, bytes) in files {
             let blob = self.repo.blob(bytes).map_err(&err)?;

@@ -85,13 +85,9 @@ pub fn enter(root: &Path) -> io::Result<AreaGuard> {
     let tmp = std::env::temp_dir();
     outside_project(&tmp, root)?;
     SWEPT.store(sweep_in(&tmp), Ordering::SeqCst);
-    let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir_in(&tmp)?.keep();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    // Written before the mount, so the host sees it (and the next gate can sweep the folder).
-    std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())?;
+    // Its owner file is written before the mount, so the host sees it (and the next gate can
+    // sweep the folder).
+    let dir = owned_dir(&tmp)?.keep();
     let confinement = match namespace(&dir) {
         Ok(()) => Confinement::Namespace,
         Err(why) => Confinement::Directory { why },
@@ -170,13 +166,19 @@ fn outside_project(tmp: &Path, root: &Path) -> io::Result<()> {
 /// private tmpfs), else a `0700` folder under `$TMPDIR` naming its owner. Removed when the
 /// value drops (normal end, error, the first signal) or with the area.
 pub(crate) fn private_dir(root: &Path) -> io::Result<tempfile::TempDir> {
-    use std::os::unix::fs::PermissionsExt;
     if let Some(area) = AREA.get() {
         return tempfile::Builder::new().prefix("step2-").tempdir_in(&area.dir);
     }
     let tmp = std::env::temp_dir();
     outside_project(&tmp, root)?;
-    let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir_in(&tmp)?;
+    owned_dir(&tmp)
+}
+
+/// A `0700` folder `hcbench-gate-*` in `tmp` naming this process as its owner, which
+/// [`sweep_private_dirs`] goes by.
+fn owned_dir(tmp: &Path) -> io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir_in(tmp)?;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
     std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())?;
     Ok(dir)

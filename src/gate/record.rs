@@ -277,7 +277,7 @@ fn append(
     if settings.accept_history {
         state.accepted.push(Acceptance {
             at: crate::util::now_rfc3339(),
-            file: "(history)".into(),
+            file: trust::HISTORY.into(),
             previous: trust::last_recorded(&rows),
             sha256: Some(commit.clone()),
             command: "hcbench record --accept-history".into(),

@@ -257,7 +257,7 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
         GateEvent::WaitingForLock { holder } => vec![format!("[gate] waiting for the workspace lock ({holder})")],
         GateEvent::Accepted { file, sha256: Some(s) } => vec![format!(
             "[gate] accepted the current {file} (sha256 {}) as a deliberate change; logged in workspace/.gate-state.json",
-            &s[..12]
+            short(s)
         )],
         GateEvent::Accepted { file, sha256: None } => {
             vec![format!("[gate] accepted that {file} no longer exists; logged in workspace/.gate-state.json")]
@@ -277,8 +277,8 @@ pub(crate) fn gate_lines(event: &GateEvent<'_>) -> Vec<String> {
                 info.run_id,
                 info.benchmark,
                 info.profile,
-                &info.profile_digest[..12],
-                &info.agent_spec[..12],
+                short(info.profile_digest),
+                short(info.agent_spec),
                 c.mode.as_str(),
                 c.epochs,
                 info.jobs
@@ -352,7 +352,7 @@ fn start_lines(start: &StepStart<'_>) -> Vec<String> {
         )],
         StepStart::FullBenchmark { test_split, cases, epochs, paired_with: Some(head) } => vec![format!(
             "[gate] Step 2: full benchmark, paired ({test_split} split, {cases} case(s) x {epochs} epoch(s), candidate vs HEAD {}; per-case results stay private)",
-            &head[..12]
+            short(head)
         )],
         StepStart::Promotion => vec!["[gate] Step 3: promotion".into()],
     }

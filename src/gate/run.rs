@@ -225,8 +225,6 @@ impl Setup {
                 root.display()
             )));
         }
-        // Fail now, not after Step 1, if test cells could not run privately.
-        drop(private_dir(root).map_err(|e| GateError::Setup(e.to_string()))?);
         let swept = sweep_private_dirs();
         Ok(Setup {
             bench,

@@ -504,18 +504,13 @@ impl GateFiles {
 
     /// Protected files: (name, written by hcbench).
     fn protected(&self) -> Vec<(String, bool)> {
-        let mut v: Vec<(String, bool)> =
-            [REGRESSION_SET, RESULTS, PENDING, TRAIN_RESULTS].iter().map(|s| (s.to_string(), true)).collect();
+        let mut v: Vec<(String, bool)> = WRITTEN.iter().map(|s| (s.to_string(), true)).collect();
         v.push((self.config_name.clone(), false));
         v
     }
 
     fn sha_of(&self, rel: &str) -> Result<Option<String>, StateError> {
-        match std::fs::read(self.path(rel)) {
-            Ok(bytes) => Ok(Some(sha256_hex(&bytes))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(StateError::Read { path: rel.to_string(), source }),
-        }
+        Ok(read_bytes(&self.path(rel), rel)?.map(|b| sha256_hex(&b)))
     }
 
     /// The recorded hashes and audit log, checked against the anchor ([`super::anchor`]): a
@@ -531,7 +526,7 @@ impl GateFiles {
                 return Err(AnchorError::WorkspaceLost { state: state_name, refname, summary: summary(&snap) }.into());
             }
             (Some(b), Some(snap)) if snap.files.get(STATE) != Some(&b) => {
-                let commit = snap.commit.to_string()[..12].to_string();
+                let commit = super::git::short(&snap.commit.to_string()).to_string();
                 return Err(AnchorError::Differs { state: state_name, refname, commit }.into());
             }
             (Some(_), None) if state.anchored => {
@@ -613,8 +608,6 @@ impl GateFiles {
                         },
                     }
                 }
-                std::fs::create_dir_all(self.workspace())
-                    .map_err(|source| StateError::Write { path: STATE.into(), source })?;
                 if let Some(b) = snap.files.get(STATE) {
                     write_atomic(&self.root.join(STATE), b)
                         .map_err(|source| StateError::Write { path: STATE.into(), source })?;
@@ -628,14 +621,14 @@ impl GateFiles {
                 (state, files, "hcbench gate --accept-state-reset")
             }
         };
-        state.accepted.push(Acceptance {
+        let entry = Acceptance {
             at: crate::util::now_rfc3339(),
             file: "(gate state)".into(),
             previous: commit.clone(),
             sha256: None,
             command: command.into(),
-        });
-        self.save_state(&mut state)?;
+        };
+        self.audit(&mut state, entry)?;
         Ok((state, Recovered { how, refname, commit, files }))
     }
 

@@ -32,7 +32,7 @@ use super::state::{Acceptance, GateFiles, GateState, RESULTS, ResultsRow, TrainR
 use crate::model::{Profile, ProfileKind};
 
 /// Audit-log names of the overrides (the `file` of an entry).
-const HISTORY: &str = "(history)";
+pub(crate) const HISTORY: &str = "(history)";
 
 fn config_entry(name: &str) -> String {
     format!("(config) {name}")
