@@ -465,6 +465,20 @@ pub(crate) fn files_without_git(
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<BTreeMap<String, String>, GitError> {
     let mut out = BTreeMap::new();
+    for (rel, path) in paths_without_git(root, wanted)? {
+        if let Some(id) = blob_id(&path).map_err(|source| GitError::Io { path: path.clone(), source })? {
+            out.insert(rel, id);
+        }
+    }
+    Ok(out)
+}
+
+/// The `/`-separated paths (and where they are) of [`files_without_git`], without hashing.
+pub(crate) fn paths_without_git(
+    root: &Path,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(String, std::path::PathBuf)>, GitError> {
+    let mut out = Vec::new();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
@@ -480,13 +494,8 @@ pub(crate) fn files_without_git(
         }
         let Ok(rel) = entry.path().strip_prefix(root) else { continue };
         let rel = rel.to_string_lossy().replace('\\', "/");
-        if !wanted(&rel) {
-            continue;
-        }
-        if let Some(id) =
-            blob_id(entry.path()).map_err(|source| GitError::Io { path: entry.path().to_path_buf(), source })?
-        {
-            out.insert(rel, id);
+        if wanted(&rel) {
+            out.push((rel, entry.path().to_path_buf()));
         }
     }
     Ok(out)

@@ -188,11 +188,7 @@ fn bind_to_head(
     let committed = g.files_at(head, &|p: &str| cfg.allowlist.allows(p))?;
     reasons.extend(binding_differences(&pending.candidate, &committed));
     // 3. HEAD's agent spec is the one the gate ran.
-    let tmp = tempfile::tempdir()
-        .map_err(|source| GateError::Io { context: "cannot create a temporary directory".into(), source })?;
-    let agent_dir = format!("{}/", cfg.agent_dir);
-    g.extract(head, &|p: &str| p.starts_with(&agent_dir), tmp.path())?;
-    let spec = candidate_spec(tmp.path(), &cfg.agent_dir)?;
+    let spec = trust::head_spec(g, head, &cfg.agent_dir)??;
     if spec.digest != pending.agent_spec {
         reasons.push(format!(
             "HEAD's agent spec ({}/) has digest {}, but the gate judged {}",

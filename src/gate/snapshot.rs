@@ -34,7 +34,7 @@ use std::time::Instant;
 use git2::Oid;
 
 use super::config::Config;
-use super::git::{Git, blob_id, files_without_git};
+use super::git::{Git, blob_id, paths_without_git};
 use super::{GateError, candidate_spec, private_dir};
 use crate::agent::spec::{AgentSpec, SpecError};
 use crate::bench::{Benchmark, LoadError, load_benchmark};
@@ -92,7 +92,7 @@ impl Snapshot {
             Some((g, head)) => (g.extract(head, &committed, &root)?, g.candidate_paths(allowlisted)?),
             None => (
                 copy_working_tree(project, read, &committed, &root)?,
-                files_without_git(project, allowlisted)?.into_keys().collect(),
+                paths_without_git(project, allowlisted)?.into_iter().map(|(rel, _)| rel).collect(),
             ),
         };
         let mut candidate = BTreeMap::new();

@@ -374,9 +374,20 @@ pub(crate) fn trusted_train_results(
 /// The digest of HEAD's agent spec (`agent_dir` read from HEAD's tree), the spec the loop's
 /// train run usually measured; None when HEAD's spec does not load.
 pub(crate) fn head_spec_digest(g: &Git, head: Oid, agent_dir: &str) -> Result<Option<String>, GateError> {
+    Ok(head_spec(g, head, agent_dir)?.ok().map(|s| s.digest))
+}
+
+/// The agent spec of `head`'s committed `agent_dir` (extracted to a temporary folder, loaded as
+/// the gate loads the candidate's); the outer error is git's or the folder's, the inner the
+/// spec's own.
+pub(crate) fn head_spec(
+    g: &Git,
+    head: Oid,
+    agent_dir: &str,
+) -> Result<Result<crate::agent::spec::AgentSpec, crate::agent::spec::SpecError>, GateError> {
     let tmp = tempfile::tempdir()
         .map_err(|source| GateError::Io { context: "cannot create a temporary directory".into(), source })?;
     let prefix = format!("{agent_dir}/");
     g.extract(head, &|p: &str| p.starts_with(&prefix), tmp.path())?;
-    Ok(super::candidate_spec(tmp.path(), agent_dir).ok().map(|s| s.digest))
+    Ok(super::candidate_spec(tmp.path(), agent_dir))
 }
