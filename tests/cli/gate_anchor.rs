@@ -116,6 +116,7 @@ fn a_human_can_start_a_new_history_and_the_old_one_stays_in_the_anchor() {
     let reset = &state["accepted"][0];
     assert_eq!(reset["command"], "hcbench gate --accept-state-reset");
     assert_eq!(reset["previous"], before.to_string(), "the log names the anchor commit it replaced");
+    assert_ne!(anchor(&p).unwrap(), before, "the anchor moved to the new history");
     // The old history is still reachable from the anchor.
     let repo = git2::Repository::open(p.path()).unwrap();
     let mut walk = repo.revwalk().unwrap();

@@ -165,6 +165,7 @@ fn logs_at_any_verbosity_name_no_test_case() {
         .args(&["gate", "--format", "json"])
         .run();
     assert_eq!(traced.code, 0, "{}", traced.stderr);
+    assert!(traced.stderr.contains("logging is silent while the test-split cells run"), "logs are on");
     assert!(!traced.stderr.contains("secret-") && !traced.stdout.contains("secret-"), "{}", traced.stderr);
 }
 

@@ -160,6 +160,9 @@ fn an_assume_unchanged_edit_of_a_fixture_is_refused() {
     assert_eq!(v[0]["path"], fixture, "{v}");
     assert_eq!(v[0]["hidden_by"], "assume_unchanged");
     assert!(v[0]["detail"].as_str().unwrap().contains("--assume-unchanged"), "{v}");
+    for s in 1..4 {
+        assert_eq!(step(&r, s)["status"], "not_run", "no case ran");
+    }
     assert!(
         strings(&r["messages"])[0].contains("Step 0 (file guard): 1 file(s) changed outside the allowlist"),
         "{:?}",

@@ -9,9 +9,11 @@ use serde_json::Value;
 
 use crate::gate::{FIX, Project};
 
-/// results.tsv and suite.json, by content (None: absent).
-fn recorded(p: &Project) -> [Option<String>; 2] {
-    ["workspace/results.tsv", "workspace/suite.json"].map(|f| std::fs::read_to_string(p.path().join(f)).ok())
+/// results.tsv, suite.json and the pending record (what a passing gate writes), by content
+/// (None: absent).
+fn recorded(p: &Project) -> [Option<String>; 3] {
+    ["workspace/results.tsv", "workspace/suite.json", "workspace/pending_record.json"]
+        .map(|f| std::fs::read_to_string(p.path().join(f)).ok())
 }
 
 /// A passing gate and its record: the history has a row from here on.
