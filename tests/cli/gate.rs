@@ -905,5 +905,5 @@ fn an_agent_yaml_that_does_not_parse_is_reported_as_such_with_its_path() {
     );
     assert!(!out.stdout.contains("<input>"), "the snippet names the file:\n{}", out.stdout);
     assert!(out.stdout.contains("agent/agent.yaml:1:"), "{}", out.stdout);
-    assert!(!p.path().join("workspace/results.tsv").exists());
+    assert!(!p.path().join("workspace/pending_record.json").exists(), "a failed gate writes no pending record");
 }

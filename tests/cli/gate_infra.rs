@@ -175,7 +175,8 @@ fn a_bad_max_unmeasured_is_a_usage_error_naming_the_file_and_field() {
         let out = p.gate(&[]).code(2);
         assert!(out.stderr.contains("experiment_config.yaml"), "{value}: {}", out.stderr);
         assert!(out.stderr.contains("max_unmeasured"), "{value}: {}", out.stderr);
-        assert!(!p.path().join("workspace/suite.json").exists(), "{value}: nothing ran");
+        assert!(!out.stdout.contains("[gate] Step") && !out.stderr.contains("[gate] Step"), "{value}: nothing ran");
+        assert!(!p.path().join("workspace/pending_record.json").exists(), "{value}: nothing written");
     }
     let p = project(&["tr-1"], &["te-1"], &[], "max_unmeasured: 2\n");
     p.gate(&[]).code(2).stderr_has("field `max_unmeasured`: 2 is not between 0 and 1");
@@ -184,8 +185,9 @@ fn a_bad_max_unmeasured_is_a_usage_error_naming_the_file_and_field() {
 #[test]
 fn jobs_zero_is_a_usage_error_on_the_command_line_as_in_the_config() {
     let p = project(&["tr-1"], &["te-1"], &[], "");
-    p.gate(&["--jobs", "0"]).code(2).stderr_has("--jobs 0 would run nothing");
-    assert!(!p.path().join("workspace/suite.json").exists(), "nothing ran");
+    let out = p.gate(&["--jobs", "0"]).code(2).stderr_has("--jobs 0 would run nothing");
+    assert!(!out.stdout.contains("[gate] Step") && !out.stderr.contains("[gate] Step"), "nothing ran");
+    assert!(!p.path().join("workspace/pending_record.json").exists(), "nothing written");
     let q = project(&["tr-1"], &["te-1"], &[], "");
     q.write("experiment_config.yaml", "benchmark: demo\nprofile: scripted:agent/script.yaml\njobs: 0\n");
     q.gate(&[]).code(2).stderr_has("field `jobs`: 0 cells at once would run nothing");
