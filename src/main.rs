@@ -14,11 +14,26 @@ fn main() {
     let code = match hcbench::commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             e.exit_code()
         }
     };
     std::process::exit(code);
+}
+
+/// The error and each cause its message does not already include (most errors here embed their
+/// source's text, and printing the chain again would repeat it).
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn init_tracing(verbose: u8) {

@@ -67,7 +67,8 @@ pub enum AnchorError {
 impl AnchorError {
     /// False only when git itself failed (exit 3); every other case is the human's to resolve.
     pub(crate) fn is_usage(&self) -> bool {
-        !matches!(self, AnchorError::Git { .. })
+        // A repository of another user is a set-up matter with a fix (the message names it).
+        !matches!(self, AnchorError::Git { source, .. } if source.code() != git2::ErrorCode::Owner)
     }
 }
 
@@ -90,7 +91,7 @@ impl Anchor {
     pub(crate) fn open(root: &Path) -> Result<Option<Anchor>, AnchorError> {
         let git = |source| AnchorError::Git { refname: REF.into(), source };
         let Ok(root) = root.canonicalize() else { return Ok(None) };
-        let repo = match Repository::discover(&root) {
+        let repo = match super::git::discover(&root) {
             Ok(r) => r,
             Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
             Err(e) => return Err(git(e)),

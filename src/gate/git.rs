@@ -130,11 +130,27 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// `Repository::discover`, with the fix in the error when the repository belongs to another user
+/// (git's and libgit2's ownership check, which a gate run as its own user meets: docs/security.md).
+pub(crate) fn discover(root: &Path) -> Result<Repository, git2::Error> {
+    Repository::discover(root).map_err(|e| {
+        if e.code() != ErrorCode::Owner {
+            return e;
+        }
+        let message = format!(
+            "{}: to let this user work on it, run as this user: git config --global --add safe.directory {}",
+            e.message(),
+            shell_quote(&root.to_string_lossy())
+        );
+        git2::Error::new(e.code(), e.class(), message)
+    })
+}
+
 impl Git {
     /// Opens the repository containing `root`; None when `root` is not inside a work tree.
     pub(crate) fn open(root: &Path) -> Result<Option<Git>, GitError> {
         let root = root.canonicalize().map_err(|source| GitError::Io { path: root.to_path_buf(), source })?;
-        let repo = match Repository::discover(&root) {
+        let repo = match discover(&root) {
             Ok(r) => r,
             Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
             Err(source) => return Err(GitError::Git { workdir: root, source }),

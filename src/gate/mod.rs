@@ -103,6 +103,8 @@ impl GateError {
             GateError::RunDir(e) => e.is_usage(),
             // Another gate running is a usage problem (run one at a time), not a failed gate.
             GateError::Lock(e) => matches!(e, LockError::Busy { .. }),
+            // A repository of another user is a set-up matter whose message names the fix.
+            GateError::Git(git::GitError::Git { source, .. }) => source.code() == git2::ErrorCode::Owner,
             GateError::Git(_) | GateError::Io { .. } => false,
             GateError::Setup(_)
             | GateError::Config(_)

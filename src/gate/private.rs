@@ -126,15 +126,74 @@ fn leave() {
 /// Moves this process into a user and mount namespace of its own, with a tmpfs over `dir`.
 #[cfg(target_os = "linux")]
 fn namespace(dir: &Path) -> Result<(), String> {
-    use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    if uid.is_root() {
+        // Root keeps every id: a gate run as root (the way to keep the loop's own user out,
+        // docs/security.md) works on a project that user owns.
+        return root_namespace().and_then(|()| tmpfs(dir));
+    }
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare: {e}"))?;
     // The same ids inside as outside: files the gate writes in the project keep their owner.
     let write = |file: &str, text: String| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
+    tmpfs(dir)
+}
+
+/// Root's namespace maps every uid and gid to itself. A process may map only its own id into a
+/// namespace it has just entered, so a child forked before the unshare, still holding root's
+/// capabilities on the host, writes the maps. (A single-uid map would leave root without its
+/// powers over any file of another user: they would show as `nobody`.)
+#[cfg(target_os = "linux")]
+fn root_namespace() -> Result<(), String> {
+    use nix::sched::{CloneFlags, unshare};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork, getpid, pipe, read, write};
+    let gate = getpid();
+    let maps =
+        [(format!("/proc/{gate}/uid_map"), "0 0 4294967295\n"), (format!("/proc/{gate}/gid_map"), "0 0 4294967295\n")];
+    let (go_r, go_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    // SAFETY: the process is single-threaded (enter's contract), so the child may allocate.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            drop(go_w);
+            let mut byte = [0u8];
+            let ok = matches!(read(&go_r, &mut byte), Ok(1))
+                && maps.iter().all(|(file, text)| std::fs::write(file, text).is_ok());
+            // SAFETY: _exit ends the child without running the parent's destructors.
+            unsafe { nix::libc::_exit(if ok { 0 } else { 1 }) }
+        }
+        ForkResult::Parent { child } => {
+            drop(go_r);
+            let unshared = unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS);
+            // The child writes only after a byte; without one (unshare failed) it exits.
+            if unshared.is_ok() {
+                let _ = write(&go_w, b"x");
+            }
+            drop(go_w);
+            let status = waitpid(child, None).map_err(|e| format!("waiting for the id mapper: {e}"))?;
+            unshared.map_err(|e| format!("unshare: {e}"))?;
+            if status == WaitStatus::Exited(child, 0) {
+                return Ok(());
+            }
+            // Already inside the namespace: fall back to root's own id, as for any other user.
+            tracing::warn!(
+                "mapping every id into the gate's namespace failed ({status:?}); files of other users show as nobody"
+            );
+            let write = |file: &str, text: &str| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
+            write("/proc/self/setgroups", "deny")?;
+            write("/proc/self/uid_map", "0 0 1\n")?;
+            write("/proc/self/gid_map", "0 0 1\n")
+        }
+    }
+}
+
+/// Makes mounts private and puts a tmpfs over `dir`.
+#[cfg(target_os = "linux")]
+fn tmpfs(dir: &Path) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
     // Nothing mounted here may propagate back to the host's namespace.
     mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
         .map_err(|e| format!("making mounts private: {e}"))?;

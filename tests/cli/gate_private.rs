@@ -1,5 +1,6 @@
 //! Way 7 of issue 15: the test split stays private. While a gate runs, a process of the same
-//! user finds no test-split data under $TMPDIR and cannot enter the gate's namespace; SIGTERM
+//! user finds no test-split data under $TMPDIR and cannot enter the gate's own namespace, and a
+//! process of another user reads nothing of the gate or of its cells' processes; SIGTERM
 //! ends the gate like Ctrl-C with nothing left and nothing written; a `kill -9` leftover is swept
 //! by the next gate; logs at any verbosity name no test case; `run`/`matrix` refuse the test
 //! split without `--human-test-split`.
@@ -81,17 +82,9 @@ fn test_data_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// A reader of the same user without privileges over other processes (root loses
-/// CAP_SYS_PTRACE, as an ordinary user never had it): can it list `path`?
+/// Can a process of the same (non-root) user list `path`?
 fn same_user_can_list(path: &Path) -> bool {
-    let mut cmd = if nix::unistd::geteuid().is_root() {
-        let mut c = Command::new("setpriv");
-        c.args(["--bounding-set", "-sys_ptrace,-dac_override,-dac_read_search", "--", "ls"]);
-        c
-    } else {
-        Command::new("ls")
-    };
-    cmd.arg(path).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success()
+    Command::new("ls").arg(path).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success()
 }
 
 #[test]
@@ -104,7 +97,16 @@ fn sigterm_during_step_2_leaves_no_test_data_and_writes_nothing() {
     // and the gate's namespace is closed to the same user.
     assert_eq!(test_data_under(p.tmp()), Vec::<PathBuf>::new(), "test-split data visible while the gate runs");
     let pid = gate.id();
-    assert!(!same_user_can_list(&PathBuf::from(format!("/proc/{pid}/root/"))), "the gate's root is open");
+    // A non-dumpable gate closes its root to the same user. Root's reader, stripped of
+    // CAP_SYS_PTRACE, reaches no root process's root at all, so as root this says nothing:
+    // there the boundary is another user (`a_gate_run_as_another_user_...`).
+    if !nix::unistd::geteuid().is_root() {
+        let mut control = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(same_user_can_list(&PathBuf::from(format!("/proc/{}/root/", control.id()))));
+        let _ = control.kill();
+        let _ = control.wait();
+        assert!(!same_user_can_list(&PathBuf::from(format!("/proc/{pid}/root/"))), "the gate's root is open");
+    }
 
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     let status = gate.wait().unwrap();
@@ -214,4 +216,104 @@ fn run_and_matrix_refuse_the_test_split_without_the_human_flag() {
     let out = loop_run(&[&["run", "--split", "test"][..], &profile[..]].concat());
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("--human-test-split"), "{}", out.stderr);
+}
+
+/// Every descendant of `pid`, through `/proc/<pid>/task/*/children`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for task in tasks.flatten() {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                found.push(child);
+                todo.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// What a process of uid 65534 (the loop's user here) can read of each of `pids`: their root,
+/// environment and open files, and anything naming a test case under `tmp`. One line per thing
+/// it could read.
+fn what_another_user_reads(pids: &[u32], tmp: &Path) -> Vec<String> {
+    let mut script = String::new();
+    for pid in pids {
+        for what in ["root/", "fd/"] {
+            script.push_str(&format!("ls /proc/{pid}/{what} >/dev/null 2>&1 && echo '{pid} {what}'\n"));
+        }
+        script.push_str(&format!("head -c1 /proc/{pid}/environ >/dev/null 2>&1 && echo '{pid} environ'\n"));
+    }
+    script.push_str(&format!("grep -rl secret- {} 2>/dev/null | sed 's/^/file /'\n", tmp.display()));
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--inh-caps",
+            "-all",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// The boundary that holds (docs/security.md): the loop runs as one user, the gate as another
+/// (here root, as through a sudo rule). While Step 2 runs, the loop's user reads nothing of the
+/// gate or of any process under it, and finds no test-split data; its own processes it reads
+/// (the check is not vacuous). The gate works on the project that user owns, and only the gate
+/// can change what it wrote.
+#[test]
+fn a_gate_run_as_another_user_shows_the_loops_user_nothing_of_the_test_split() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root, to run the gate as a user other than the loop's");
+        return;
+    }
+    let p = slow_project();
+    let chown = |path: &Path| {
+        let st = Command::new("chown").args(["-R", "65534:65534"]).arg(path).status().unwrap();
+        assert!(st.success());
+    };
+    chown(p.path());
+    chown(p.tmp());
+    // Without git's consent the gate's user refuses a repository another user owns, naming the fix.
+    p.hcbench(&["gate"]).code(2).stderr_has("git config --global --add safe.directory");
+    let home = tempfile::tempdir().unwrap();
+    let safe = p.path().canonicalize().unwrap();
+    std::fs::write(home.path().join(".gitconfig"), format!("[safe]\n\tdirectory = {}\n", safe.display())).unwrap();
+    let (mut gate, rx) = spawn_gate(&p, &[("HOME", &home.path().to_string_lossy())]);
+    wait_for(&rx, "Step 2");
+    std::thread::sleep(Duration::from_millis(1500));
+    let gate_pid = gate.id();
+    let mut pids = vec![gate_pid];
+    pids.extend(descendants(gate_pid));
+    assert!(pids.len() >= 3, "the test cells' processes run under the gate: {pids:?}");
+    let mut control = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let read = what_another_user_reads(&[control.id()], p.tmp());
+    let own = format!("{} root/", control.id());
+    assert!(read.contains(&own), "the reader cannot even read its own process: {read:?}");
+    let read = what_another_user_reads(&pids, p.tmp());
+    let _ = control.kill();
+    let _ = control.wait();
+    assert_eq!(read, Vec::<String>::new(), "the loop's user reads the gate's processes {pids:?}");
+
+    let status = gate.wait().unwrap();
+    let lines: Vec<String> = rx.try_iter().collect();
+    assert_eq!(status.code(), Some(0), "{}", lines.join("\n"));
+    let state = p.path().join("workspace/.gate-state.json");
+    let meta = std::fs::metadata(&state).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.mode() & 0o022), (0, 0), "the gate's state is the gate user's alone");
 }
