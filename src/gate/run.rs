@@ -108,7 +108,7 @@ pub(crate) fn run(settings: &GateSettings, sink: &mut dyn GateSink) -> Result<Ga
         profile_digest: &setup.profile.definition.digest,
         agent_spec: &setup.spec.digest,
         spec_found: setup.spec.dir.is_some(),
-        spec_loads: setup.candidate_error.is_none(),
+        spec_loads: setup.spec_loads,
         jobs: settings.jobs,
     }));
     if !cfg.found {
@@ -159,6 +159,8 @@ struct Setup {
     /// Why the candidate does not load (Step 0 fails with it); `spec` and `profile` are then
     /// stand-ins that are never run.
     candidate_error: Option<String>,
+    /// agent.yaml loaded (a failing `scripted:` script is also a candidate error, not this).
+    spec_loads: bool,
     git: Option<Git>,
     /// HEAD when the project is in git (the file guard and `record` compare against it).
     head: Option<Oid>,
@@ -211,6 +213,8 @@ impl Setup {
             }
             Err(e) => return Err(e.into()),
         };
+        // Before the script is loaded: a script that fails is not agent.yaml failing.
+        let spec_loads = candidate_error.is_none();
         let profile = match snapshot.profile(cfg, &settings.profiles).unwrap_or_else(|| settings.profile.clone()) {
             Ok(p) => p,
             Err(e) if script_in_allowlist(cfg) => {
@@ -233,6 +237,7 @@ impl Setup {
             spec: Arc::new(spec),
             profile,
             candidate_error,
+            spec_loads,
             git,
             head,
             snapshot,

@@ -622,6 +622,10 @@ fn a_candidate_that_does_not_load_is_a_failed_gate_not_a_broken_setup() {
     let r = p.gate(&[]).code(1).json();
     assert!(step(&r, 0)["detail"]["candidate_error"].as_str().unwrap().contains("agent/script.yaml"), "{r}");
     assert!(strings(&r["messages"])[0].starts_with("[gate] FAILED: Step 0 (candidate): script"), "{:?}", r["messages"]);
+    // The start line blames the script, not an agent.yaml that loads (or does not exist).
+    let text = p.hcbench(&["gate"]).code(1).stdout;
+    assert!(!text.contains("does not load: see Step 0"), "{text}");
+    assert!(text.contains("embedded default; agent/agent.yaml not found"), "{text}");
     p.script(&[], "");
     p.write("agent/agent.yaml", "system_prompt_file: missing.md\naction_format_file: f.md\n");
     let r = p.gate(&[]).code(1).json();
