@@ -58,13 +58,12 @@ pub(super) fn guard(
     let _lock = FileLock::acquire(&files.lock_path(), &format!("{command} {FLAG}"), Duration::MAX, wait)
         .map_err(|e| CommandError::Usage(e.to_string()))?;
     let mut state = files.load_state().map_err(|e| CommandError::Usage(e.to_string()))?;
-    let entry = Acceptance {
-        at: crate::util::now_rfc3339(),
-        file: format!("test split: {tests} case(s) of `{split}` in benchmark {}", bench.name),
-        previous: None,
-        sha256: None,
-        command: format!("hcbench {command} {FLAG}"),
-    };
+    let entry = Acceptance::now(
+        format!("test split: {tests} case(s) of `{split}` in benchmark {}", bench.name),
+        None,
+        None,
+        format!("hcbench {command} {FLAG}"),
+    );
     files.audit(&mut state, entry).map_err(|e| CommandError::Internal(anyhow::Error::new(e)))?;
     eprintln!("hcbench: {FLAG}: running {tests} test-split case(s); recorded in {STATE_FILE}");
     Ok(())

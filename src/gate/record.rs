@@ -223,9 +223,12 @@ fn history_reasons(
     // (no such advice when the base is not in this repository).
     let mut history = |message: String, base: Option<&str>| {
         if !settings.accept_history {
-            let fix = base.map_or_else(String::new, |base| format!(
-                "reverting is not enough (the commits stay in the history): undo them without losing work with `git reset --soft {base}` (their changes stay in the working tree, where the gate's file guard lists each with the command that reverts it), then gate, commit and record again; "
-            ));
+            let fix = base.map_or_else(String::new, |base| {
+                format!(
+                    "reverting is not enough (the commits stay in the history): {}, then gate, commit and record again; ",
+                    trust::undo_advice(base)
+                )
+            });
             reasons.push(format!("{message}; {fix}if a human made them on purpose: hcbench record --accept-history"));
         }
     };
@@ -271,13 +274,12 @@ fn append(
 ) -> Result<ResultsRow, GateError> {
     let Bound { pending, rows, commit } = bound;
     if settings.accept_history {
-        state.accepted.push(Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: trust::HISTORY.into(),
-            previous: trust::last_recorded(&rows),
-            sha256: Some(commit.clone()),
-            command: "hcbench record --accept-history".into(),
-        });
+        state.accepted.push(Acceptance::now(
+            trust::HISTORY,
+            trust::last_recorded(&rows),
+            Some(commit.clone()),
+            "hcbench record --accept-history",
+        ));
     }
     let row = ResultsRow {
         iteration: rows.last().map(|r| r.iteration + 1).unwrap_or(0),

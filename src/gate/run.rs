@@ -249,7 +249,7 @@ impl Setup {
 /// True when the profile is a `scripted:PATH` whose script the loop may edit (so it is part of
 /// the candidate).
 fn script_in_allowlist(cfg: &Config) -> bool {
-    cfg.profile.strip_prefix("scripted:").is_some_and(|p| cfg.allowlist.allows(p.trim_start_matches("./")))
+    super::snapshot::script_path(&cfg.profile).is_some_and(|rel| cfg.allowlist.allows(&rel))
 }
 
 /// One gate run in progress.
@@ -687,12 +687,11 @@ impl Gate<'_> {
 /// of the candidate, so the HEAD arm replays HEAD's copy of the script. Other profiles are the
 /// same model for both arms.
 fn head_profile(cfg: &Config, head_dir: &Path, profile: &Profile, profiles: &Profiles) -> Result<Profile, GateError> {
-    let Some(path) = cfg.profile.strip_prefix("scripted:") else { return Ok(profile.clone()) };
-    let rel = path.trim_start_matches("./");
-    if !cfg.allowlist.allows(rel) {
+    let Some(rel) = super::snapshot::script_path(&cfg.profile) else { return Ok(profile.clone()) };
+    if !cfg.allowlist.allows(&rel) {
         return Ok(profile.clone());
     }
-    if !head_dir.join(rel).is_file() {
+    if !head_dir.join(&rel).is_file() {
         return Err(GateError::Setup(format!(
             "paired mode runs HEAD's version of the candidate, but HEAD has no {rel} (the script of profile `{}`); commit a first version of it",
             cfg.profile

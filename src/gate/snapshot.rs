@@ -51,7 +51,7 @@ pub(crate) fn read_by_cells(cfg: &Config) -> Vec<String> {
 
 /// The script of a `scripted:PATH` profile, when it lies inside the project (a relative path
 /// without `..`); a script elsewhere is not the project's to snapshot.
-fn script_path(profile: &str) -> Option<String> {
+pub(crate) fn script_path(profile: &str) -> Option<String> {
     let rel = profile.strip_prefix("scripted:")?.trim_start_matches("./");
     let path = Path::new(rel);
     let inside = !rel.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)));

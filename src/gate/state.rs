@@ -420,6 +420,18 @@ pub(crate) struct Acceptance {
     pub command: String,
 }
 
+impl Acceptance {
+    /// An entry made now: `file` went from `previous` to `sha256` because of `command`.
+    pub(crate) fn now(
+        file: impl Into<String>,
+        previous: Option<String>,
+        sha256: Option<String>,
+        command: impl Into<String>,
+    ) -> Acceptance {
+        Acceptance { at: crate::util::now_rfc3339(), file: file.into(), previous, sha256, command: command.into() }
+    }
+}
+
 /// A protected file that changed behind hcbench's back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -621,13 +633,7 @@ impl GateFiles {
                 (state, files, "hcbench gate --accept-state-reset")
             }
         };
-        let entry = Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: "(gate state)".into(),
-            previous: commit.clone(),
-            sha256: None,
-            command: command.into(),
-        };
+        let entry = Acceptance::now("(gate state)", commit.clone(), None, command);
         self.audit(&mut state, entry)?;
         Ok((state, Recovered { how, refname, commit, files }))
     }
@@ -672,13 +678,7 @@ impl GateFiles {
             Some(n) => state.files.insert(rel.clone(), n.clone()),
             None => state.files.remove(&rel),
         };
-        state.accepted.push(Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: rel.clone(),
-            previous,
-            sha256: now.clone(),
-            command: command.to_string(),
-        });
+        state.accepted.push(Acceptance::now(rel.clone(), previous, now.clone(), command));
         self.save_state(state)?;
         Ok((rel, now))
     }

@@ -69,9 +69,18 @@ pub enum TrustError {
         text: String,
     },
     #[error(
-        "{message}; those commits are already in HEAD, so reverting the candidate cannot undo them (no cell was run): undo them without losing work with `git reset --soft {base}` (their changes stay in the working tree, where the file guard lists each with the command that reverts it), or if a human made them on purpose: hcbench gate --accept-history (logged in workspace/.gate-state.json)"
+        "{message}; those commits are already in HEAD, so reverting the candidate cannot undo them (no cell was run): {}, or if a human made them on purpose: hcbench gate --accept-history (logged in workspace/.gate-state.json)",
+        undo_advice(.base)
     )]
     History { message: String, base: String },
+}
+
+/// How to take committed forbidden changes out of the history without losing them: the advice
+/// of both history refusals (the gate's at its start, record's), which works when followed.
+pub(crate) fn undo_advice(base: &str) -> String {
+    format!(
+        "undo them without losing work with `git reset --soft {base}` (their changes stay in the working tree, where the gate's file guard lists each with the command that reverts it)"
+    )
 }
 
 impl From<TrustError> for GateError {
@@ -117,16 +126,7 @@ pub(crate) fn accept_config(
     }
     let previous = state.accepted.iter().rev().find(|a| a.file == entry).and_then(|a| a.sha256.clone());
     let shown = sha.as_deref().map(short).unwrap_or("none").to_string();
-    files.audit(
-        state,
-        Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: entry,
-            previous,
-            sha256: sha,
-            command: format!("{command} --accept-config"),
-        },
-    )?;
+    files.audit(state, Acceptance::now(entry, previous, sha, format!("{command} --accept-config")))?;
     Ok(Some(Accepted(format!("--config {} (sha256 {shown}) as a config a human vouches for", files.config_name))))
 }
 
@@ -205,13 +205,12 @@ fn check_profile(c: &BeforeCells<'_>, state: &mut GateState) -> Result<Option<Ac
     }
     c.files.audit(
         state,
-        Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: entry,
-            previous: Some(recorded.profile_digest.clone()),
-            sha256: Some(def.digest.clone()),
-            command: "hcbench gate --accept-profile-change".into(),
-        },
+        Acceptance::now(
+            entry,
+            Some(recorded.profile_digest.clone()),
+            Some(def.digest.clone()),
+            "hcbench gate --accept-profile-change",
+        ),
     )?;
     Ok(Some(Accepted(format!(
         "the definition of profile `{}` ({}: {}; definition {}, was {} `{}`)",
@@ -243,13 +242,7 @@ fn check_history(
     }
     c.files.audit(
         state,
-        Acceptance {
-            at: crate::util::now_rfc3339(),
-            file: HISTORY.into(),
-            previous: last_recorded(c.rows),
-            sha256: Some(head.to_string()),
-            command: "hcbench gate --accept-history".into(),
-        },
+        Acceptance::now(HISTORY, last_recorded(c.rows), Some(head.to_string()), "hcbench gate --accept-history"),
     )?;
     // Counts only: the paths are in the refusal and in `git log`, and a note is no place for
     // the names of test cases' files.
