@@ -8,12 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{BIN, Output, Test, tree_hashes};
+use crate::{Output, Test, tree_hashes};
 
 pub(super) const FIX: &str =
     "    - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n    - {tool: finish}\n";
@@ -720,26 +719,14 @@ fn ctrl_c_during_step_2_removes_the_private_directory() {
     p.case("slow-te-1", "test", "test_command: [python3, -c, 'import time; time.sleep(60)']\ntimeout_s: 120\n");
     git2::Repository::init(p.path()).unwrap();
     p.commit("initial");
-    let child = Command::new(BIN)
-        .args(["gate"])
-        .current_dir(p.path())
-        .env_remove("HCBENCH_ROOT")
-        .env("TMPDIR", p.tmp.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The private area is a tmpfs in the gate's own mount namespace (src/gate/private.rs): from
-    // here only its empty folder shows. Wait for it, then give the test cell time to start.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while p.tmp_entries().is_empty() {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let (child, rx) = super::gate_private::spawn_gate(&p, &[]);
+    // The test cell is running once Step 2 is announced and a moment has passed.
+    super::gate_private::wait_for(&rx, "Step 2");
+    std::thread::sleep(Duration::from_millis(1000));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> = rx.try_iter().collect();
+    assert_eq!(out.status.code(), Some(130), "{}", lines.join("\n"));
     assert!(p.tmp_entries().is_empty(), "the private directory is gone after Ctrl-C: {:?}", p.tmp_entries());
     assert!(!p.path().join("workspace/pending_record.json").exists(), "an interrupted gate writes no state");
 }

@@ -156,7 +156,7 @@ fn a_deleted_anchor_is_caught_while_the_workspace_remains() {
     repo.find_reference(ANCHOR).unwrap().delete().unwrap();
     let results = p.read("workspace/results.tsv");
     p.gate(&[]).code(2).stderr_has("refs/hcbench/gate-state was deleted");
-    record(&p).code(2);
+    record(&p).code(2).stderr_has("refs/hcbench/gate-state was deleted").stderr_has("--accept-state-reset");
     assert_eq!(p.read("workspace/results.tsv"), results);
     // The advice: a human anchors the workspace's state again.
     p.gate(&["--accept-state-reset"]).code(0);

@@ -25,7 +25,7 @@ fn slow_project() -> Project {
 }
 
 /// Starts `hcbench gate` (text format) and returns it with a receiver of its output lines.
-fn spawn_gate(p: &Project, extra_env: &[(&str, &str)]) -> (Child, mpsc::Receiver<String>) {
+pub(super) fn spawn_gate(p: &Project, extra_env: &[(&str, &str)]) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .args(["gate"])
         .current_dir(p.path())
@@ -52,7 +52,7 @@ fn spawn_gate(p: &Project, extra_env: &[(&str, &str)]) -> (Child, mpsc::Receiver
 }
 
 /// Waits until a line containing `needle` arrives; returns every line so far.
-fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
+pub(super) fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
     let mut seen = Vec::new();
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) {
         let hit = line.contains(needle);
