@@ -164,7 +164,7 @@ impl Transport {
             match &outcome {
                 Attempt::Again { unreachable: true, detail, .. } => {
                     if self.breaker.on_connection_failure(&self.url, &self.redact(detail)) {
-                        tracing::warn!(profile = %self.profile, "circuit breaker opened: the server is unreachable");
+                        tracing::debug!(profile = %self.profile, "circuit breaker opened");
                     }
                 }
                 _ => self.breaker.on_response(),
@@ -443,6 +443,141 @@ mod tests {
     fn secrets_are_never_debug_printed() {
         let s = Secret::new("sk-very-secret".into());
         assert!(!format!("{s:?}").contains("very"));
+    }
+
+    /// A loopback server that answers every connection with `head` and then `body_chunks`
+    /// repetitions of a 64 KiB chunk (or hangs up at once when `head` is empty), counting
+    /// connections and bytes it managed to write.
+    struct Loopback {
+        url: String,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+        written: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    fn loopback(head: &'static str, body_chunks: usize) -> Loopback {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (c, w) = (connections.clone(), written.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+                    let _ = stream.read(&mut buf);
+                    if head.is_empty() {
+                        return;
+                    }
+                    let _ = stream.write_all(head.as_bytes());
+                    let chunk = vec![b'x'; 64 * 1024];
+                    for _ in 0..body_chunks {
+                        if stream.write_all(&chunk).is_err() {
+                            return;
+                        }
+                        w.fetch_add(chunk.len(), Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Loopback { url, connections, written }
+    }
+
+    /// A client as profiles build it (reqwest has no bundled crypto provider).
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::new()
+    }
+
+    fn transport(url: &str, max_reply_bytes: usize, max_connect_failures: u32) -> Transport {
+        Transport {
+            profile: "p".into(),
+            provider: "openai-chat".into(),
+            model: "m".into(),
+            client: client(),
+            url: url.into(),
+            key: None,
+            key_header: None,
+            timeout: Duration::from_secs(10),
+            retry: RetryPolicy { max_retries: 3, base_ms: 1, max_ms: 2, retry_after_max_ms: 10 },
+            limiter: Arc::new(Limiter::new(4)),
+            cache: Cache { mode: CacheMode::Off, dir: std::env::temp_dir() },
+            max_reply_bytes,
+            breaker: Arc::new(Breaker::new("p", max_connect_failures)),
+        }
+    }
+
+    /// 1.5 GiB announced without a length (chunked): the read stops after about the cap.
+    #[tokio::test]
+    async fn a_reply_longer_than_the_cap_is_given_up_after_about_the_cap() {
+        let server = loopback("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n", 24_000);
+        let limit = 1024 * 1024;
+        let response = client().post(&server.url).body("{}").send().await.unwrap();
+        let Err(Capped::TooLong { limit: l, read }) = read_capped(response, limit).await else {
+            panic!("the body is refused")
+        };
+        assert_eq!(l, limit);
+        assert!(read > limit && read <= limit + 256 * 1024, "no more than the cap plus one chunk is held: {read}");
+        // The connection is dropped: the server could not push much more than the socket buffers hold.
+        std::thread::sleep(Duration::from_millis(300));
+        let written = server.written.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(written < 64 * limit, "the server stopped after {written} bytes");
+
+        let t = transport(&server.url, limit, 5);
+        let exchange = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        let message = exchange.result.unwrap_err().to_string();
+        assert!(message.contains("longer than 1 MiB (1048576 bytes) (max_reply_mib)"), "{message}");
+        assert!(message.contains("Raise max_reply_mib"), "{message}");
+        assert!(exchange.retries.is_empty(), "the same request would get the same flood: no retry");
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_above_the_cap_is_refused_before_reading() {
+        let server = loopback("HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\nConnection: close\r\n\r\n", 2);
+        let response = client().post(&server.url).body("{}").send().await.unwrap();
+        assert!(matches!(read_capped(response, 1000).await, Err(Capped::TooLong { read: 0, .. })));
+    }
+
+    #[tokio::test]
+    async fn the_breaker_opens_after_consecutive_connection_failures_and_nothing_more_is_sent() {
+        // A server that accepts and hangs up: every attempt is a connection failure it counts.
+        let server = loopback("", 0);
+        let t = transport(&server.url, 1024, 6);
+        let first = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(first.retries.len(), 3, "max_retries = 3: four attempts, below the threshold");
+        assert!(first.result.unwrap_err().to_string().contains("gave up after 4 attempts"));
+        assert!(t.breaker.open().is_none());
+        let second = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        let message = second.result.unwrap_err().to_string();
+        assert!(message.contains("profile `p` is unreachable: 6 consecutive connection failures"), "{message}");
+        assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 6);
+        let third = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert!(third.result.is_err() && third.retries.is_empty());
+        assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 6, "an open breaker sends nothing");
+
+        // Refused connections count the same way.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let t = transport(&format!("http://{closed}/v1/chat/completions"), 1024, 2);
+        let e = t.send(&serde_json::json!({}), &|_| Ok(())).await.result.unwrap_err().to_string();
+        assert!(e.contains("2 consecutive connection failures"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_echoed_key_is_scrubbed_from_a_successful_reply() {
+        secrets::register("sk-unit-echo-0042");
+        let server = loopback(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n\
+             {\"echo\": \"sk-unit-echo-0042\", \"escaped\": \"\\u0073k-unit-echo-0042\"}",
+            0,
+        );
+        let t = transport(&server.url, 1024, 5);
+        let got = t.send(&serde_json::json!({}), &|_| Ok(())).await.result.unwrap();
+        assert_eq!(got.body, serde_json::json!({"echo": "[redacted]", "escaped": "[redacted]"}));
     }
 
     #[test]

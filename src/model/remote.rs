@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::cache::Cache;
 use super::http::Transport;
 use super::openai::{self, BodyOptions};
-use super::{parse, secrets};
 use super::{BoxFuture, ModelError, ModelReply, ModelRequest, ModelTurn, Provider};
+use super::{parse, secrets};
 use crate::action::Tool;
 use crate::trace::event::{ModelInfo, Usage};
 
