@@ -79,11 +79,11 @@ pub struct Selection {
 pub struct ThresholdArgs {
     /// Exit 4 when a profile's coverage (cells with a verdict / planned cells) is below RATE,
     /// a fraction from 0 to 1 [default: 0.9].
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub min_coverage: Option<f64>,
     /// Exit 6 when a profile's pass rate (passed / planned cells) is below RATE, a fraction from
     /// 0 to 1. For `run` it replaces the rule that every case must pass (exit 1).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub fail_under: Option<f64>,
 }
 
@@ -149,7 +149,8 @@ pub struct RunControl {
     pub resume: Option<PathBuf>,
     /// Stop starting new cells once the run's model cost reaches this many US dollars (from
     /// token usage and the profiles' prices). Cells already running finish.
-    #[arg(long, value_name = "USD")]
+    // Negative numbers are taken as values (not as flags), so `-1` gets hcbench's own error.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
@@ -212,10 +213,10 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub shape: MatrixShape,
     /// A difference in pass rate to be able to detect (0.1 = ten points): how many cases or epochs it needs.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub target_diff: Option<f64>,
     /// The pass rate you expect (default: from --from, else 0.5, the worst case).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub baseline_rate: Option<f64>,
     /// A finished run whose cost and time per cell, and whose variance, inform the estimates.
     #[arg(long, value_name = "RUN_DIR")]

@@ -171,6 +171,7 @@ where
     let total = cells.len();
     let semaphore = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
+    let announced: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut set = tokio::task::JoinSet::new();
     // Permits are taken here, in plan order, before each cell is spawned: cells start in plan
     // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
@@ -190,7 +191,9 @@ where
                 break;
             }
         }
-        let (sink, done, cancel, spent) = (sink.clone(), done.clone(), cancel.clone(), spent.clone());
+        announce_unavailable(&cell, &announced, sink.as_ref());
+        let (sink, done, cancel, spent, announced) =
+            (sink.clone(), done.clone(), cancel.clone(), spent.clone(), announced.clone());
         // The cell runs in a task of its own so a panic in it is caught here as a JoinError
         // and ends that cell, not the run.
         let mut task = tokio::spawn(run(cell.clone()));
@@ -214,6 +217,8 @@ where
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
+            // Said as soon as it is known, also when no cell of the profile is left to start.
+            announce_unavailable(&cell, &announced, sink.as_ref());
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
             sink.event(EngineEvent::CellFinished { summary: &summary, done: n, total });
             (index, summary)
@@ -227,6 +232,17 @@ where
         out[index] = Some(summary);
     }
     out.into_iter().flatten().collect()
+}
+
+/// Tells the sink, once per profile, that `cell`'s profile is unreachable (its circuit breaker
+/// is open), so the reason is printed once rather than in every cell it ends.
+fn announce_unavailable(cell: &CellPlan, announced: &Mutex<Vec<String>>, sink: &dyn EngineSink) {
+    let Some(reason) = cell.profile.unavailable() else { return };
+    let mut announced = announced.lock().unwrap_or_else(|p| p.into_inner());
+    if !announced.iter().any(|p| p == cell.profile.name()) {
+        announced.push(cell.profile.name().to_string());
+        sink.event(EngineEvent::ProfileUnavailable { profile: cell.profile.name(), reason: &reason });
+    }
 }
 
 fn panic_text(e: tokio::task::JoinError) -> String {

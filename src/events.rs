@@ -39,6 +39,12 @@ pub enum EngineEvent<'a> {
     },
     /// The first Ctrl-C: no new cell starts, running cells are being stopped.
     Cancelling,
+    /// A profile's server is unreachable (its circuit breaker opened): its remaining cells end
+    /// as provider_error without running. Sent once per profile.
+    ProfileUnavailable {
+        profile: &'a str,
+        reason: &'a str,
+    },
 }
 
 /// Receives engine events.

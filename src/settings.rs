@@ -252,6 +252,9 @@ impl Settings {
     ) -> Result<Profiles, SettingsError> {
         let needed = names.is_none_or(|n| n.iter().any(|name| Profiles::may_name_a_model(name.trim())));
         let file = if needed { self.models_file(flag, config)? } else { None };
+        if !needed && let Ok(Some(path)) = self.models_file(flag, config) {
+            Profiles::refuse_builtin_names(&path)?;
+        }
         Ok(Profiles::load(&self.root, file.as_deref(), &self.env)?)
     }
 

@@ -103,6 +103,19 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         sandbox: Some(Box::new(plan.sandbox.info())),
     })?;
 
+    // A profile whose server was found unreachable (its circuit breaker is open) runs nothing
+    // more: the cell ends before its workspace exists, as a provider_error `--resume` retries.
+    if let Some(message) = plan.profile.unavailable() {
+        rec.emit(EventBody::RunFinished {
+            outcome: Outcome::ProviderError,
+            reward: 0.0,
+            stop_reason: "provider_unreachable".into(),
+            reason: message,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })?;
+        return Ok(finish(rec));
+    }
+
     let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace")) {
         Ok(ws) => ws,
         Err(e) => {

@@ -12,8 +12,15 @@
 //! Each retry is returned as a [`Retry`] so the loop records a `model_retry` event; exhausting
 //! `max_retries` is a [`ModelError::Provider`], which ends the cell as `provider_error`.
 //!
-//! The API key lives in a [`Secret`] whose `Debug` is redacted; it is sent in one header and
-//! scrubbed from every message built from a server's reply, because some servers echo it.
+//! Two limits protect hcbench from the server. A reply body is read chunk by chunk and given up
+//! once it passes `max_reply_bytes` (not retried: the same request would get the same flood),
+//! so memory stays bounded by the cap per request in flight, whatever `--jobs` is. And the
+//! profile's circuit breaker (`breaker.rs`) stops sending once the server has been unreachable
+//! for a run of attempts.
+//!
+//! The API key lives in a [`Secret`] whose `Debug` is redacted; it is sent in one header. Every
+//! reply body is scrubbed of it (`secrets.rs`) as it arrives, before it is parsed, cached or
+//! quoted, because some servers echo it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +29,11 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
+use super::breaker::Breaker;
 use super::cache::{Cache, CacheMode, Entry};
 use super::openai::error_message;
 use super::ratelimit::Limiter;
-use super::{ModelError, Retry};
+use super::{ModelError, Retry, secrets};
 
 /// A credential read from the environment. Never printed, serialized or hashed.
 #[derive(Clone)]
@@ -77,6 +85,10 @@ pub(crate) struct Transport {
     pub retry: RetryPolicy,
     pub limiter: Arc<Limiter>,
     pub cache: Cache,
+    /// Largest reply body read; a longer one ends the request.
+    pub max_reply_bytes: usize,
+    /// Shared by every copy of the profile's transport, like the limiter.
+    pub breaker: Arc<Breaker>,
 }
 
 /// A response body the adapter accepted.
@@ -102,6 +114,8 @@ enum Attempt {
         detail: String,
         retry_after: Option<Duration>,
         throttled: bool,
+        /// No HTTP response at all: counts towards the circuit breaker.
+        unreachable: bool,
     },
     Fatal(String),
 }
@@ -140,8 +154,21 @@ impl Transport {
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
+            // Checked before every attempt, also a cell's retries: once the server is taken to
+            // be down, a request that was waiting out its backoff gives up too.
+            if let Some(message) = self.breaker.open() {
+                return Exchange { result: Err(ModelError::Provider(message)), retries };
+            }
             let permit = self.limiter.acquire().await;
             let outcome = self.attempt(body, check).await;
+            match &outcome {
+                Attempt::Again { unreachable: true, detail, .. } => {
+                    if self.breaker.on_connection_failure(&self.url, &self.redact(detail)) {
+                        tracing::debug!(profile = %self.profile, "circuit breaker opened");
+                    }
+                }
+                _ => self.breaker.on_response(),
+            }
             let (cause, detail, retry_after) = match outcome {
                 Attempt::Done(response, latency_ms) => {
                     self.limiter.on_success(&permit);
@@ -153,7 +180,7 @@ impl Transport {
                 Attempt::Fatal(message) => {
                     return Exchange { result: Err(ModelError::Provider(self.redact(&message))), retries };
                 }
-                Attempt::Again { cause, detail, retry_after, throttled } => {
+                Attempt::Again { cause, detail, retry_after, throttled, .. } => {
                     if throttled {
                         let pause = retry_after.map(|d| d.min(Duration::from_millis(self.retry.retry_after_max_ms)));
                         self.limiter.on_throttle(&permit, pause);
@@ -207,18 +234,28 @@ impl Transport {
         };
         let status = response.status();
         let retry_after = response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-        let bytes = match response.bytes().await {
+        let bytes = match read_capped(response, self.max_reply_bytes).await {
             Ok(b) => b,
-            Err(e) => return transport_error(&e),
+            Err(Capped::Transport(e)) => return transport_error(&e),
+            Err(Capped::TooLong { limit, .. }) => {
+                return Attempt::Fatal(format!(
+                    "profile `{}`: the reply from {} (HTTP {status}) is longer than {} (max_reply_mib); \
+                     the rest was not read. Raise max_reply_mib in the profile if replies this long are expected",
+                    self.profile,
+                    self.url,
+                    describe_bytes(limit)
+                ));
+            }
         };
         let latency_ms = started.elapsed().as_millis() as u64;
-        let text = String::from_utf8_lossy(&bytes);
+        // The key leaves the reply here, before it is parsed, cached or quoted.
+        let text = secrets::redact(&String::from_utf8_lossy(&bytes)).into_owned();
 
         if status.is_success() {
             if text.trim().is_empty() {
                 return again("empty_body", format!("HTTP {status} with an empty body"), None);
             }
-            let value: Value = match serde_json::from_str(&text) {
+            let mut value: Value = match serde_json::from_str(&text) {
                 Ok(v) => v,
                 Err(e) => {
                     return again(
@@ -228,6 +265,8 @@ impl Transport {
                     );
                 }
             };
+            // Again after decoding: a key the server wrote with JSON escapes.
+            secrets::redact_json(&mut value);
             return match check(&value) {
                 Ok(()) => Attempt::Done(value, latency_ms),
                 Err(e) => again("invalid_body", format!("HTTP {status}: {e}"), None),
@@ -237,25 +276,67 @@ impl Transport {
         let detail = format!("HTTP {status} from {}: {}", self.url, server_message(&text));
         match status {
             StatusCode::TOO_MANY_REQUESTS => {
-                Attempt::Again { cause: "http_429".into(), detail, retry_after, throttled: true }
+                Attempt::Again { cause: "http_429".into(), detail, retry_after, throttled: true, unreachable: false }
             }
             StatusCode::INTERNAL_SERVER_ERROR
             | StatusCode::BAD_GATEWAY
             | StatusCode::SERVICE_UNAVAILABLE
-            | StatusCode::GATEWAY_TIMEOUT => {
-                Attempt::Again { cause: format!("http_{}", status.as_u16()), detail, retry_after, throttled: false }
-            }
+            | StatusCode::GATEWAY_TIMEOUT => Attempt::Again {
+                cause: format!("http_{}", status.as_u16()),
+                detail,
+                retry_after,
+                throttled: false,
+                unreachable: false,
+            },
             _ => Attempt::Fatal(format!("profile `{}`: {detail}{}", self.profile, hint(status))),
         }
     }
 
-    /// Removes the key from a message built from a server's reply.
+    /// Removes the key from a message built from a server's reply: this profile's key even
+    /// when it is too short to be registered as a secret, and every registered one.
     fn redact(&self, message: &str) -> String {
-        match &self.key {
-            Some(key) if key.expose().len() >= 4 => message.replace(key.expose(), "[redacted]"),
+        let message = match &self.key {
+            Some(key) if key.expose().len() >= 4 => message.replace(key.expose(), secrets::REDACTED),
             _ => message.to_string(),
-        }
+        };
+        secrets::redact(&message).into_owned()
     }
+}
+
+/// Why a body was not read to its end.
+#[derive(Debug)]
+enum Capped {
+    Transport(reqwest::Error),
+    /// The body passed `limit` bytes after `read` bytes had arrived.
+    TooLong {
+        limit: usize,
+        #[cfg_attr(not(test), allow(dead_code))]
+        read: usize,
+    },
+}
+
+/// The body of `response`, read chunk by chunk and given up as soon as it passes `limit` bytes:
+/// at most `limit` plus one chunk is ever held, however much the server sends. A declared
+/// `Content-Length` above the limit is refused before anything is read.
+async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, Capped> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(Capped::TooLong { limit, read: 0 });
+    }
+    // Only a declared length within the limit is trusted for the first allocation.
+    let mut body = Vec::with_capacity(response.content_length().map_or(0, |n| n as usize).min(limit));
+    while let Some(chunk) = response.chunk().await.map_err(Capped::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(Capped::TooLong { limit, read: body.len() + chunk.len() });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `8388608` -> `8 MiB (8388608 bytes)`.
+fn describe_bytes(n: usize) -> String {
+    let mib = n as f64 / (1024.0 * 1024.0);
+    format!("{} MiB ({n} bytes)", format!("{mib:.3}").trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// The wait before retry number `attempt` (1-based): `base * 2^(attempt-1)` capped at
@@ -273,7 +354,7 @@ fn backoff(p: &RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> Dura
 }
 
 fn again(cause: &str, detail: String, retry_after: Option<Duration>) -> Attempt {
-    Attempt::Again { cause: cause.into(), detail, retry_after, throttled: false }
+    Attempt::Again { cause: cause.into(), detail, retry_after, throttled: false, unreachable: false }
 }
 
 /// Classifies a reqwest failure (no status): all of these are worth retrying.
@@ -285,6 +366,10 @@ fn transport_error(e: &reqwest::Error) -> Attempt {
     } else {
         "connection"
     };
+    // No HTTP response because the connection failed (refused, reset, closed, or the connect
+    // itself timed out): what a server that is down looks like. A reply that is merely slow
+    // (a read timeout) is not.
+    let unreachable = e.is_connect() || cause == "connection";
     // reqwest's Display names the URL, never headers; the source chain says what broke.
     let mut detail = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -293,7 +378,7 @@ fn transport_error(e: &reqwest::Error) -> Attempt {
         detail.push_str(&s.to_string());
         source = s.source();
     }
-    again(cause, detail, None)
+    Attempt::Again { cause: cause.into(), detail, retry_after: None, throttled: false, unreachable }
 }
 
 /// `Retry-After` as seconds (integer or decimal). HTTP dates fall back to the backoff.
@@ -358,6 +443,141 @@ mod tests {
     fn secrets_are_never_debug_printed() {
         let s = Secret::new("sk-very-secret".into());
         assert!(!format!("{s:?}").contains("very"));
+    }
+
+    /// A loopback server that answers every connection with `head` and then `body_chunks`
+    /// repetitions of a 64 KiB chunk (or hangs up at once when `head` is empty), counting
+    /// connections and bytes it managed to write.
+    struct Loopback {
+        url: String,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+        written: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    fn loopback(head: &'static str, body_chunks: usize) -> Loopback {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (c, w) = (connections.clone(), written.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+                    let _ = stream.read(&mut buf);
+                    if head.is_empty() {
+                        return;
+                    }
+                    let _ = stream.write_all(head.as_bytes());
+                    let chunk = vec![b'x'; 64 * 1024];
+                    for _ in 0..body_chunks {
+                        if stream.write_all(&chunk).is_err() {
+                            return;
+                        }
+                        w.fetch_add(chunk.len(), Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Loopback { url, connections, written }
+    }
+
+    /// A client as profiles build it (reqwest has no bundled crypto provider).
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::new()
+    }
+
+    fn transport(url: &str, max_reply_bytes: usize, max_connect_failures: u32) -> Transport {
+        Transport {
+            profile: "p".into(),
+            provider: "openai-chat".into(),
+            model: "m".into(),
+            client: client(),
+            url: url.into(),
+            key: None,
+            key_header: None,
+            timeout: Duration::from_secs(10),
+            retry: RetryPolicy { max_retries: 3, base_ms: 1, max_ms: 2, retry_after_max_ms: 10 },
+            limiter: Arc::new(Limiter::new(4)),
+            cache: Cache { mode: CacheMode::Off, dir: std::env::temp_dir() },
+            max_reply_bytes,
+            breaker: Arc::new(Breaker::new("p", max_connect_failures)),
+        }
+    }
+
+    /// 1.5 GiB announced without a length (chunked): the read stops after about the cap.
+    #[tokio::test]
+    async fn a_reply_longer_than_the_cap_is_given_up_after_about_the_cap() {
+        let server = loopback("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n", 24_000);
+        let limit = 1024 * 1024;
+        let response = client().post(&server.url).body("{}").send().await.unwrap();
+        let Err(Capped::TooLong { limit: l, read }) = read_capped(response, limit).await else {
+            panic!("the body is refused")
+        };
+        assert_eq!(l, limit);
+        assert!(read > limit && read <= limit + 256 * 1024, "no more than the cap plus one chunk is held: {read}");
+        // The connection is dropped: the server could not push much more than the socket buffers hold.
+        std::thread::sleep(Duration::from_millis(300));
+        let written = server.written.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(written < 64 * limit, "the server stopped after {written} bytes");
+
+        let t = transport(&server.url, limit, 5);
+        let exchange = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        let message = exchange.result.unwrap_err().to_string();
+        assert!(message.contains("longer than 1 MiB (1048576 bytes) (max_reply_mib)"), "{message}");
+        assert!(message.contains("Raise max_reply_mib"), "{message}");
+        assert!(exchange.retries.is_empty(), "the same request would get the same flood: no retry");
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_above_the_cap_is_refused_before_reading() {
+        let server = loopback("HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\nConnection: close\r\n\r\n", 2);
+        let response = client().post(&server.url).body("{}").send().await.unwrap();
+        assert!(matches!(read_capped(response, 1000).await, Err(Capped::TooLong { read: 0, .. })));
+    }
+
+    #[tokio::test]
+    async fn the_breaker_opens_after_consecutive_connection_failures_and_nothing_more_is_sent() {
+        // A server that accepts and hangs up: every attempt is a connection failure it counts.
+        let server = loopback("", 0);
+        let t = transport(&server.url, 1024, 6);
+        let first = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(first.retries.len(), 3, "max_retries = 3: four attempts, below the threshold");
+        assert!(first.result.unwrap_err().to_string().contains("gave up after 4 attempts"));
+        assert!(t.breaker.open().is_none());
+        let second = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        let message = second.result.unwrap_err().to_string();
+        assert!(message.contains("profile `p` is unreachable: 6 consecutive connection failures"), "{message}");
+        assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 6);
+        let third = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert!(third.result.is_err() && third.retries.is_empty());
+        assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 6, "an open breaker sends nothing");
+
+        // Refused connections count the same way.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let t = transport(&format!("http://{closed}/v1/chat/completions"), 1024, 2);
+        let e = t.send(&serde_json::json!({}), &|_| Ok(())).await.result.unwrap_err().to_string();
+        assert!(e.contains("2 consecutive connection failures"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_echoed_key_is_scrubbed_from_a_successful_reply() {
+        secrets::register("sk-unit-echo-0042");
+        let server = loopback(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n\
+             {\"echo\": \"sk-unit-echo-0042\", \"escaped\": \"\\u0073k-unit-echo-0042\"}",
+            0,
+        );
+        let t = transport(&server.url, 1024, 5);
+        let got = t.send(&serde_json::json!({}), &|_| Ok(())).await.result.unwrap();
+        assert_eq!(got.body, serde_json::json!({"echo": "[redacted]", "escaped": "[redacted]"}));
     }
 
     #[test]

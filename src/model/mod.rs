@@ -9,8 +9,10 @@
 //! The HTTP side is split by concern: `profiles` (models.toml and the built-in profiles),
 //! `openai` (the two wire formats, pure), `parse` (reply text -> action, pure and tolerant),
 //! `http` (sending with retries), `ratelimit` (per-profile AIMD concurrency), `cache` (the
-//! on-disk response cache) and `remote` (the provider that ties them together).
+//! on-disk response cache), `breaker` (the per-profile circuit breaker), `secrets` (keys
+//! scrubbed from replies and traces) and `remote` (the provider that ties them together).
 
+pub(crate) mod breaker;
 pub(crate) mod cache;
 pub mod definition;
 pub(crate) mod http;
@@ -21,6 +23,7 @@ pub(crate) mod ratelimit;
 pub mod registry;
 pub mod remote;
 pub mod scripted;
+pub(crate) mod secrets;
 
 use std::future::Future;
 use std::path::Path;
@@ -158,6 +161,16 @@ impl Profile {
                 Profile { kind: ProfileKind::Http(Arc::new(http.with_cache_dir(dir))), ..self.clone() }
             }
             ProfileKind::Oracle | ProfileKind::Scripted(_) => self.clone(),
+        }
+    }
+
+    /// Why the profile can take no more requests in this command (its circuit breaker is
+    /// open: the server was unreachable), or `None`. The loop ends a cell of such a profile as
+    /// `provider_error` before it starts.
+    pub fn unavailable(&self) -> Option<String> {
+        match &self.kind {
+            ProfileKind::Http(http) => http.transport.breaker.open(),
+            ProfileKind::Oracle | ProfileKind::Scripted(_) => None,
         }
     }
 

@@ -28,6 +28,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use toml::{Table, Value};
 
+use super::breaker::Breaker;
 use super::cache::{Cache, CacheMode};
 use super::definition::Definition;
 use super::http::{RetryPolicy, Secret, Transport};
@@ -68,8 +69,19 @@ const KNOWN_KEYS: &[&str] = &[
     "retry_max_ms",
     "retry_after_max_s",
     "cache",
+    "max_reply_mib",
+    "max_connect_failures",
     "script",
 ];
+
+/// Default cap on a reply body: far above any real reply (a long action is tens of KiB), far
+/// below what hurts when `--jobs` replies arrive at once.
+pub(crate) const DEFAULT_MAX_REPLY_MIB: f64 = 8.0;
+
+/// Default run of consecutive connection failures that opens a profile's circuit breaker: one
+/// cell's attempts with the default `max_retries`, so a server that is down costs one cell's
+/// worth of retries, not every cell's.
+pub(crate) const DEFAULT_MAX_CONNECT_FAILURES: u32 = 5;
 
 /// Headers that would carry a credential: keys belong in the environment.
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "api-key", "x-api-key", "proxy-authorization", "cookie"];
@@ -128,6 +140,24 @@ impl ModelsFile {
         Ok(ModelsFile { path: path.to_path_buf(), profiles })
     }
 
+    /// For a command that names only fixed built-ins (`oracle`, `nop`, `scripted:PATH`), which
+    /// never come from the file: the file is otherwise not read then (a stale or broken one
+    /// does not stop an oracle run), but a table that is named like one of them would be
+    /// silently ignored, so it is refused. A file that cannot be read or parsed is left alone.
+    pub(crate) fn refuse_builtin_names(path: &Path) -> Result<(), ModelsError> {
+        let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+        let Ok(table) = toml::from_str::<Table>(&text) else { return Ok(()) };
+        match table.keys().find(|name| is_fixed_builtin(name)) {
+            Some(name) => Err(ModelsError::Field {
+                source_name: path.display().to_string(),
+                profile: name.clone(),
+                field: "(name)".into(),
+                message: builtin_name_message(name),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Validates every profile of the file (without reading keys), so a typo in a profile
     /// that is not used today is still reported.
     pub(crate) fn check_all(&self, root: &Path, env: &Environment) -> Result<(), ModelsError> {
@@ -137,6 +167,19 @@ impl ModelsFile {
         }
         Ok(())
     }
+}
+
+/// The built-ins no models file may define: `oracle`, `nop`, `scripted` and `scripted:PATH`
+/// (the HTTP built-ins `local` and `local-responses` may be overridden).
+fn is_fixed_builtin(name: &str) -> bool {
+    matches!(name, "oracle" | "nop" | "scripted") || name.starts_with("scripted:")
+}
+
+fn builtin_name_message(name: &str) -> String {
+    format!(
+        "`{name}` is a built-in profile and cannot be redefined (the built-in would always be used, this table \
+         never); rename the table, e.g. [{name}-model], and name that profile instead"
+    )
 }
 
 /// The table of a built-in profile, or `None`.
@@ -202,6 +245,8 @@ struct HttpSpec {
     schema_field: SchemaField,
     retry: RetryPolicy,
     cache: CacheMode,
+    max_reply_bytes: usize,
+    max_connect_failures: u32,
 }
 
 /// Typed access to one profile table with error messages naming the field.
@@ -288,11 +333,8 @@ impl Spec {
                 "a profile name may use only letters, digits, '-', '_' and '.' (it names cells and cache folders)",
             ));
         }
-        if matches!(profile, "oracle" | "nop" | "scripted") || profile.starts_with("scripted:") {
-            return Err(f.err(
-                "(name)",
-                format!("`{profile}` is a built-in profile and cannot be redefined; choose another name"),
-            ));
+        if is_fixed_builtin(profile) {
+            return Err(f.err("(name)", builtin_name_message(profile)));
         }
         let provider = f
             .string("provider")?
@@ -421,6 +463,14 @@ impl Spec {
             max_ms: f.integer("retry_max_ms", 0, 3_600_000)?.unwrap_or(30_000) as u64,
             retry_after_max_ms: (f.number("retry_after_max_s")?.unwrap_or(120.0).clamp(0.0, 3600.0) * 1000.0) as u64,
         };
+        let max_reply_mib = f.number("max_reply_mib")?.unwrap_or(DEFAULT_MAX_REPLY_MIB);
+        if !(max_reply_mib > 0.0 && max_reply_mib <= 4096.0) {
+            return Err(f.err("max_reply_mib", "must be more than 0 and at most 4096 (MiB of one reply body)"));
+        }
+        // At least one byte, so a tiny fraction is a tiny cap rather than no reply at all.
+        let max_reply_bytes = ((max_reply_mib * 1024.0 * 1024.0) as usize).max(1);
+        let max_connect_failures =
+            f.integer("max_connect_failures", 0, 10_000)?.unwrap_or(i64::from(DEFAULT_MAX_CONNECT_FAILURES)) as u32;
         let mut cache = match f.string("cache")? {
             None => CacheMode::Off,
             Some(s) => CacheMode::parse(&s)
@@ -452,6 +502,8 @@ impl Spec {
                 schema_field,
                 retry,
                 cache,
+                max_reply_bytes,
+                max_connect_failures,
             })),
         })
     }
@@ -552,6 +604,8 @@ pub(crate) fn build(
                     message: format!("the value of {var} cannot be sent in an HTTP header (a control character?)"),
                 });
             }
+            // From now on the value is scrubbed from every reply and trace line (secrets.rs).
+            super::secrets::register(&value);
             Some(Secret::new(value))
         }
     };
@@ -584,6 +638,8 @@ pub(crate) fn build(
         retry: http.retry.clone(),
         limiter: limiter_for(name, http.max_concurrency),
         cache: Cache { mode: http.cache, dir: Cache::dir_for(root, name) },
+        max_reply_bytes: http.max_reply_bytes,
+        breaker: Arc::new(Breaker::new(name, http.max_connect_failures)),
     };
     let body = BodyOptions {
         api: http.api,
@@ -658,7 +714,9 @@ mod tests {
                retry_base_ms = 10
                retry_max_ms = 100
                retry_after_max_s = 5
-               cache = "read-write""#,
+               cache = "read-write"
+               max_reply_mib = 0.5
+               max_connect_failures = 0"#,
         )
         .unwrap();
         let SpecKind::Http(h) = spec.kind else { panic!() };
@@ -673,6 +731,8 @@ mod tests {
         assert_eq!(h.response_format, ResponseFormat::JsonObject);
         assert_eq!(h.retry.retry_after_max_ms, 5000);
         assert_eq!(h.cache, CacheMode::ReadWrite);
+        assert_eq!(h.max_reply_bytes, 512 * 1024);
+        assert_eq!(h.max_connect_failures, 0, "0 turns the breaker off");
     }
 
     #[test]
@@ -687,6 +747,8 @@ mod tests {
         assert_eq!(h.retry.max_retries, 4);
         assert_eq!(h.response_format, ResponseFormat::JsonSchema);
         assert_eq!(h.cache, CacheMode::Off);
+        assert_eq!(h.max_reply_bytes, 8 * 1024 * 1024);
+        assert_eq!(h.max_connect_failures, 5);
         assert!(h.api_key_env.is_none() && h.temperature.is_none());
     }
 
@@ -712,6 +774,8 @@ mod tests {
         );
         assert!(err(&format!("{base}api_key_env = \"sk-abc-123\"")).contains("not an environment variable name"));
         assert!(err(&format!("{base}cache = \"on\"")).contains("`on` is not one of off, read-write, replay-only"));
+        assert!(err(&format!("{base}max_reply_mib = 0")).contains("field `max_reply_mib`: must be more than 0"));
+        assert!(err(&format!("{base}max_connect_failures = -1")).contains("field `max_connect_failures`: -1 is out"));
         assert!(err(&format!("{base}json_schema = false\nresponse_format = \"none\"")).contains("not both"));
         assert!(
             err(&format!("{base}schema_field = \"response_format\"")).contains("only to provider `openai-responses`")

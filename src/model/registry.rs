@@ -54,6 +54,12 @@ impl Profiles {
         Ok(Profiles { root: root.to_path_buf(), env: env.clone(), file })
     }
 
+    /// For a command naming only fixed built-ins, which does not load the models file: refuses
+    /// a file at `path` that defines a table named like one of them, which would be ignored.
+    pub fn refuse_builtin_names(path: &Path) -> Result<(), ProfileError> {
+        Ok(ModelsFile::refuse_builtin_names(path)?)
+    }
+
     /// False for the fixed built-ins (`oracle`, `nop`, `scripted`, `scripted:PATH`), which no
     /// models file can define or override; true for every other name.
     pub fn may_name_a_model(name: &str) -> bool {

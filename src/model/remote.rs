@@ -4,6 +4,9 @@
 //! `http.rs` sends it (limiter, retries, cache), `parse.rs` turns the reply into an action.
 //! Each turn is stateless: the request carries the whole projected context, so the same
 //! context gives the same request body, which is what makes the response cache work.
+//!
+//! The action handed to the loop is free of registered secrets (`secrets.rs`): the transport
+//! scrubs the body as it arrives, and the action is scrubbed once more after parsing.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,8 +14,8 @@ use std::sync::Arc;
 use super::cache::Cache;
 use super::http::Transport;
 use super::openai::{self, BodyOptions};
-use super::parse;
 use super::{BoxFuture, ModelError, ModelReply, ModelRequest, ModelTurn, Provider};
+use super::{parse, secrets};
 use crate::action::Tool;
 use crate::trace::event::{ModelInfo, Usage};
 
@@ -65,11 +68,17 @@ impl HttpProvider {
         };
         interpreted.raw.truncated |= hit_token_limit(interpreted.usage.as_ref(), self.profile.body.max_output_tokens);
         match parse::parse_reply(&interpreted.raw) {
-            Ok(action) => ModelTurn {
-                result: Ok(ModelReply { action, usage: interpreted.usage, latency_ms: received.latency_ms }),
-                retries,
-                usage: None,
-            },
+            Ok(mut action) => {
+                // The body was scrubbed as it arrived; this catches a key spelled with escapes
+                // inside the JSON the model wrote as text, which only parsing decodes.
+                action.tool = secrets::redact(&action.tool).into_owned();
+                secrets::redact_json(&mut action.args);
+                ModelTurn {
+                    result: Ok(ModelReply { action, usage: interpreted.usage, latency_ms: received.latency_ms }),
+                    retries,
+                    usage: None,
+                }
+            }
             Err(e) => ModelTurn { result: Err(e), retries, usage: interpreted.usage },
         }
     }

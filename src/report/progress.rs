@@ -52,6 +52,7 @@ impl EngineSink for LineProgress {
                 err,
                 "hcbench: budget reached (${spent_usd:.4} of ${budget_usd:.4}): no new cells start; running cells finish"
             ),
+            EngineEvent::ProfileUnavailable { reason, .. } => writeln!(err, "hcbench: {reason}"),
             EngineEvent::Cancelling => writeln!(
                 err,
                 "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
@@ -139,6 +140,9 @@ impl EngineSink for BarProgress {
                 let _ = self.multi.println(
                     "interrupted: running cells are recorded as cancelled; press Ctrl-C again to stop at once",
                 );
+            }
+            EngineEvent::ProfileUnavailable { reason, .. } => {
+                let _ = self.multi.println(reason);
             }
             EngineEvent::CellStarted { .. } => {}
         }

@@ -72,7 +72,7 @@ impl TraceWriter {
     /// Stamps `body` with schema version, ids, sequence number and time, appends it and
     /// returns the stamped event.
     pub fn append(&mut self, body: EventBody) -> io::Result<Event> {
-        let event = Event {
+        let mut event = Event {
             schema_version: SCHEMA_VERSION,
             run_id: self.run_id.clone(),
             cell_id: self.cell_id.clone(),
@@ -83,6 +83,8 @@ impl TraceWriter {
         self.line.clear();
         serde_json::to_writer(&mut self.line, &event).map_err(io::Error::other)?;
         self.line.push(b'\n');
+        // The backstop of API-key redaction: no line carries a key the process holds.
+        crate::model::secrets::scrub_event(&mut event, &mut self.line)?;
         self.file.write_all(&self.line)?;
         self.file.flush()?;
         self.next_seq += 1;

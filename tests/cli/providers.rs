@@ -30,6 +30,10 @@ enum Reply {
     },
     /// Close the connection without answering: a connection reset as the client sees it.
     Hangup,
+    /// A 200 whose body (no Content-Length) goes on for `bytes` bytes, or until the client hangs up.
+    Flood {
+        bytes: usize,
+    },
 }
 
 fn ok(body: Value) -> Reply {
@@ -128,6 +132,8 @@ struct ServerState {
     seen: Mutex<Vec<Seen>>,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
+    /// Bytes of `Reply::Flood` bodies written before the client hung up.
+    flooded: AtomicUsize,
 }
 
 impl MockServer {
@@ -140,6 +146,7 @@ impl MockServer {
             seen: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            flooded: AtomicUsize::new(0),
         });
         let st = state.clone();
         std::thread::spawn(move || {
@@ -203,6 +210,16 @@ fn serve(stream: TcpStream, st: &ServerState) {
         Reply::Hangup => {
             st.in_flight.fetch_sub(1, Ordering::SeqCst);
             let _ = stream.shutdown(Shutdown::Both);
+        }
+        Reply::Flood { bytes } => {
+            st.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n");
+            let chunk = format!("{{\"pad\": \"{}\"}}", "x".repeat(64 * 1024 - 12));
+            let mut sent = 0;
+            while sent < bytes && stream.write_all(chunk.as_bytes()).is_ok() {
+                sent += chunk.len();
+                st.flooded.fetch_add(chunk.len(), Ordering::SeqCst);
+            }
         }
         Reply::Json { status, body, headers, delay_ms } => {
             std::thread::sleep(Duration::from_millis(delay_ms));
@@ -791,4 +808,203 @@ fn a_budget_cap_stops_new_cells_and_the_report_says_so() {
     assert!(banner.contains("budget of $0.4000 was reached and still applies on resume"), "{banner}");
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
     assert!(md.lines().nth(4).is_some_and(|l| l.starts_with("> **Partial run")), "the banner opens report.md:\n{md}");
+}
+
+/// Issue 16: a reply far above the cap (here 1 GiB against `max_reply_mib = 1`) ends the cell as
+/// a provider_error that names the cap and how to raise it, without retrying it, and hcbench
+/// stops reading: the server cannot push the whole body.
+#[test]
+fn a_reply_above_the_cap_is_a_provider_error_naming_the_cap() {
+    let server = MockServer::start(vec![Reply::Flood { bytes: 1 << 30 }], chat(FINISH, "stop", (1, 1)));
+    let (s, models) = project(&profile("mock", "openai-chat", &server, "max_reply_mib = 1"));
+    let started = std::time::Instant::now();
+    let (out, run_dir) = run(&s, &models, "mock");
+    let out = out.code(4);
+    let cell = &by_cell(&out.json())["good__mock"];
+    assert_eq!(cell["outcome"], "provider_error");
+    let reason = cell["reason"].as_str().unwrap();
+    assert!(reason.contains("is longer than 1 MiB (1048576 bytes) (max_reply_mib)"), "{reason}");
+    assert!(reason.contains("Raise max_reply_mib in the profile"), "{reason}");
+    assert_eq!(cell["model_retries"], 0, "the same request would bring the same flood");
+    assert_eq!(server.seen().len(), 1);
+    let flooded = server.state.flooded.load(Ordering::SeqCst);
+    assert!(flooded < 256 << 20, "hcbench stopped reading: the server wrote only {flooded} bytes of 1 GiB");
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    let ev = events(&run_dir, "good__mock");
+    assert_eq!(of_kind(&ev, "model_error")[0]["error_kind"], "provider");
+}
+
+/// Issue 16: a server that echoes the key in a successful reply. The key's value is scrubbed as
+/// the reply arrives, so no action carries it: not the trace, the results, the reports (also
+/// when re-rendered by `hcbench report`), the manifest, the history, the artifacts, nor the
+/// file the model asked to write.
+#[test]
+fn a_key_echoed_in_successful_replies_reaches_no_file_hcbench_writes() {
+    let server = MockServer::start(
+        vec![
+            chat(
+                &format!(r#"{{"tool": "write_file", "args": {{"path": "notes.txt", "content": "key={CANARY}"}}}}"#),
+                "stop",
+                (10, 5),
+            ),
+            chat(&format!(r#"{{"tool": "run_command", "args": {{"argv": ["echo", "{CANARY}"]}}}}"#), "stop", (10, 5)),
+            chat(EDIT, "stop", (10, 5)),
+            // Escaped inside the JSON the model wrote as text: only parsing decodes it.
+            chat(r#"{"tool": "finish", "args": {"answer": "done, \u0073k-canary-never-leaks"}}"#, "stop", (10, 5)),
+        ],
+        status(500, "{}"),
+    );
+    let (s, models) = project(&profile("echo", "openai-chat", &server, ""));
+    let run_dir = s.path().join("m");
+    let history = s.path().join("history");
+    let out = Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "echo", "--jobs", "1", "--format", "md", "--models"])
+        .arg_path(&models)
+        .args(&["--history"])
+        .arg_path(&history)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let ev = events(&run_dir, "good__echo");
+    let actions = of_kind(&ev, "model_action");
+    assert_eq!(actions.len(), 4, "every reply became an action");
+    assert_eq!(actions[0]["args"]["content"], "key=[redacted]");
+    assert_eq!(actions[1]["args"]["argv"][1], "[redacted]");
+    assert_eq!(actions[3]["args"]["answer"], "done, [redacted]");
+    for file in ["reports/report.html", "reports/report.md", "results.jsonl", "manifest.json"] {
+        assert!(run_dir.join(file).is_file(), "{file} was written");
+    }
+    assert_no_canary(&run_dir, &out);
+    assert_no_canary(&history, &out);
+    let workspace = std::fs::read_link(run_dir.join("cells/good__echo/workspace")).unwrap();
+    if workspace.exists() {
+        assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "key=[redacted]");
+        assert_no_canary(&workspace, &out);
+    }
+    let again = Test::new().root(s.path()).args(&["report", "--format", "md"]).arg_path(&run_dir).run().code(0);
+    assert_no_canary(&run_dir, &again);
+    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    assert!(html.contains("[redacted]"), "the report shows where the key was");
+}
+
+/// Issue 16: with the server down, the first failures open the profile's circuit breaker: its
+/// remaining cells end as provider_error without running, the reason is printed once, and the
+/// run ends in moments instead of making every attempt of every cell.
+#[test]
+fn an_unreachable_server_opens_the_breaker_and_the_remaining_cells_do_not_run() {
+    let server = MockServer::start(vec![], Reply::Hangup);
+    let s = Scratch::new();
+    let ids: Vec<String> = (1..=8).map(|i| format!("c{i}")).collect();
+    for id in &ids {
+        s.case(id, &GOOD_CASE.replace("id: good", &format!("id: {id}")), GOOD_ORACLE);
+    }
+    let models = s.path().join("models.toml");
+    // max_retries = 4: five attempts per cell, 40 for the run without a breaker.
+    std::fs::write(
+        &models,
+        profile("down", "openai-chat", &server, "max_retries = 4").replace("retry_base_ms = 1", "retry_base_ms = 50"),
+    )
+    .unwrap();
+    let run_dir = s.path().join("m");
+    let started = std::time::Instant::now();
+    let out = Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,down", "--jobs", "2", "--format", "json"])
+        .args(&["--no-history", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(4);
+    let elapsed = started.elapsed();
+    let attempts = server.seen().len();
+    assert!(
+        (5..=6).contains(&attempts),
+        "5 consecutive failures open the breaker (one more may be in flight): {attempts}"
+    );
+    let r = out.json();
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 16);
+    for c in cells {
+        let want = if c["profile"] == "oracle" { "passed" } else { "provider_error" };
+        assert_eq!(c["outcome"], want, "{}: {}", c["cell_id"], c["reason"]);
+    }
+    let skipped: Vec<&Value> = cells
+        .iter()
+        .filter(|c| c["profile"] == "down" && c["reason"].as_str().unwrap().contains("unreachable"))
+        .collect();
+    assert!(skipped.len() >= 7, "every cell after the breaker opened ends with its reason: {}", skipped.len());
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("profile `down` is unreachable: 5 consecutive connection failures"), "{reason}");
+    assert!(reason.contains("resume the run"), "{reason}");
+    assert_eq!(out.stderr.matches("is unreachable").count(), 1, "said once:\n{}", out.stderr);
+    // Cells that start after the breaker opened are not run: no context, no request. At most
+    // five cells can have made the five failed attempts, so at least three of eight never ran.
+    let never_ran = ids
+        .iter()
+        .filter(|id| {
+            let ev = events(&run_dir, &format!("{id}__down"));
+            of_kind(&ev, "context_packed").is_empty()
+                && of_kind(&ev, "run_finished")[0]["stop_reason"] == "provider_unreachable"
+        })
+        .count();
+    assert!(never_ran >= 3, "{never_ran}");
+    assert!(elapsed < Duration::from_secs(30), "the run ends quickly: {elapsed:?}");
+    eprintln!("breaker: {attempts} attempts for 8 cells ({never_ran} never ran) in {elapsed:?}");
+}
+
+/// Issue 16: values that were silently accepted, or refused by clap with a misleading message,
+/// are exit-2 errors naming the flag or the file, the field and the fix.
+#[test]
+fn silently_accepted_values_are_clear_errors() {
+    let (s, models) =
+        project("[oracle]\nprovider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n");
+    // The run names only the built-in oracle, which never comes from the file: the table would
+    // be ignored, so it is refused before anything runs.
+    let out = Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--profile", "oracle"]).run().code(2);
+    let err = &out.stderr;
+    assert!(err.contains("models.toml: profile `oracle`: field `(name)`: `oracle` is a built-in profile"), "{err}");
+    assert!(err.contains("rename the table"), "{err}");
+    Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--models"])
+        .arg_path(&models)
+        .run()
+        .code(2)
+        .stderr_has("`oracle` is a built-in profile");
+    assert!(!s.path().join("workspace").exists(), "nothing ran");
+    std::fs::remove_file(&models).unwrap();
+
+    for args in [
+        &["matrix", "--budget-usd", "-1"][..],
+        &["matrix", "--budget-usd", "0"],
+        &["ablate", "--context", "--budget-usd", "-0.5"],
+    ] {
+        Test::new()
+            .root(s.path())
+            .args(args)
+            .args(&["--benchmark", "demo"])
+            .run()
+            .code(2)
+            .stderr_has("--budget-usd")
+            .stderr_has("give a positive number of US dollars");
+    }
+    for cmd in [&["run"][..], &["matrix"], &["ablate", "--context"]] {
+        Test::new()
+            .root(s.path())
+            .args(cmd)
+            .args(&["--benchmark", "demo", "--jobs", "0"])
+            .run()
+            .code(2)
+            .stderr_has("--jobs 0 would run nothing");
+    }
+    Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--min-coverage", "-0.5"])
+        .run()
+        .code(2)
+        .stderr_has("--min-coverage -0.5: give a fraction from 0 to 1");
+    assert!(!s.path().join("workspace").exists(), "nothing ran");
 }
