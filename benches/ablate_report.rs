@@ -27,6 +27,7 @@ fn main() {
         git_commit: None,
         git_dirty: None,
         benchmark_digest: None,
+        benchmark_dirty: None,
         command: "ablate".into(),
         benchmark: "synthetic".into(),
         profiles: vec!["local".into()],

@@ -25,6 +25,7 @@ fn main() {
         git_commit: None,
         git_dirty: None,
         benchmark_digest: None,
+        benchmark_dirty: None,
         command: "matrix".into(),
         benchmark: "synthetic".into(),
         profiles: profiles.clone(),

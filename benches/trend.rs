@@ -206,6 +206,7 @@ fn manifest(run: usize, started_at: &str, commit: &str, digest: &str) -> Manifes
         git_commit: Some(commit.into()),
         git_dirty: Some(false),
         benchmark_digest: Some(digest.into()),
+        benchmark_dirty: Some(false),
         command: "matrix".into(),
         benchmark: "hc-bench".into(),
         profiles: PROFILES.iter().map(|p| p.0.to_string()).collect(),

@@ -147,6 +147,10 @@ pub struct RunControl {
     /// Finish an interrupted run: keep cells with a complete trace, run the rest again.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
+    /// With --resume: also run again the cells that ended in an infrastructure error
+    /// (provider_error, harness_error, timeout), e.g. once the provider is back.
+    #[arg(long, requires = "resume")]
+    pub retry_errors: bool,
     /// Stop starting new cells once the run's model cost reaches this many US dollars (from
     /// token usage and the profiles' prices). Cells already running finish.
     // Negative numbers are taken as values (not as flags), so `-1` gets hcbench's own error.

@@ -25,7 +25,7 @@ use crate::agent::{CellPlan, run_cell};
 use crate::bench::Benchmark;
 use crate::events::{EngineEvent, EngineSink};
 use crate::model::Profile;
-use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
+use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace_of};
 use crate::rundir::cell_id;
 use crate::sandbox::Isolation;
 use crate::trace::TraceWriter;
@@ -276,7 +276,7 @@ fn finish_trace(cell: &CellPlan, outcome: Outcome, stop_reason: &str, reason: &s
             elapsed_ms: 0,
         })
     });
-    match appended.and_then(|_| replay_trace(&trace).map_err(std::io::Error::other)) {
+    match appended.and_then(|_| replay_trace_of(&trace, Some(&cell.run_id)).map_err(std::io::Error::other)) {
         Ok(s) => s,
         Err(e) => {
             let mut s = harness_failure(cell, &format!("{reason}; and its trace cannot be written: {e}"));

@@ -28,9 +28,11 @@ pub enum EngineEvent<'a> {
         done: usize,
         total: usize,
     },
-    /// Cells kept from an earlier attempt (`--resume`).
+    /// Cells kept from an earlier attempt (`--resume`), and cells that had ended in an
+    /// infrastructure error and run again (`--retry-errors`).
     CellsKept {
         count: usize,
+        retried: usize,
     },
     /// The run's model cost reached its budget: no new cell starts.
     BudgetSpent {

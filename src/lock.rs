@@ -86,11 +86,31 @@ fn lock_name(path: &Path) -> String {
     if name.is_empty() { "run".into() } else { name.to_string() }
 }
 
+/// The holder's description. The holder writes it just after taking the lock, so a process
+/// that meets the lock in that instant may read nothing, or the line of a holder that has
+/// since exited: it reads again for a moment until the line names a live process.
 fn holder_of(path: &Path) -> String {
-    match std::fs::read_to_string(path) {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => "holder unknown".into(),
+    let read = || std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        let text = read();
+        // Signal 0 only asks whether the process exists (EPERM: it does, as another user).
+        let live = text.as_deref().and_then(holder_pid).is_some_and(|pid| {
+            matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Ok(()) | Err(nix::errno::Errno::EPERM)
+            )
+        });
+        if live || Instant::now() >= deadline {
+            return text.unwrap_or_else(|| "holder unknown".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The pid in a holder line (`pid 4242, hcbench gate, since ...`).
+fn holder_pid(text: &str) -> Option<i32> {
+    text.strip_prefix("pid ")?.split(',').next()?.trim().parse().ok()
 }
 
 #[cfg(test)]

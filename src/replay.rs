@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::event::{EventBody, EventKind, ModelInfo, Outcome, Usage};
-use crate::trace::{Event, Parsed, TraceError, for_each_line};
+use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
 
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
@@ -215,16 +215,16 @@ impl SummaryBuilder {
 
     /// Folds one full event (the live run's path).
     pub fn observe(&mut self, event: &Event) {
-        self.observe_lean(Lean::from_event(event));
+        self.observe_lean(&event.run_id, &event.cell_id, Lean::from_event(event));
     }
 
-    /// Folds one lean event (replay's path; the live path converts to the same shape, so both
-    /// go through exactly this code).
-    pub fn observe_lean(&mut self, event: Lean) {
+    /// Folds one lean event of the cell `cell_id` of run `run_id` (replay's path; the live
+    /// path converts to the same shape, so both go through exactly this code).
+    pub fn observe_lean(&mut self, run_id: &str, cell_id: &str, event: Lean) {
         let s = self.s.get_or_insert_with(|| CellSummary {
             schema_version: SUMMARY_SCHEMA_VERSION,
-            run_id: event.run_id.clone(),
-            cell_id: event.cell_id.clone(),
+            run_id: run_id.to_string(),
+            cell_id: cell_id.to_string(),
             ..Default::default()
         });
         s.events += 1;
@@ -379,8 +379,14 @@ pub enum ReplayError {
 /// Replays one trace file, streaming: only the fields summaries need are parsed, and memory
 /// stays bounded by the longest line.
 pub fn replay_trace(path: &Path) -> Result<CellSummary, ReplayError> {
+    replay_trace_of(path, None)
+}
+
+/// [`replay_trace`] of a trace that must belong to run `run_id` (the run directory's
+/// manifest says which): an event of another run is a broken sequence, not a step.
+pub fn replay_trace_of(path: &Path, run_id: Option<&str>) -> Result<CellSummary, ReplayError> {
     let mut builder = SummaryBuilder::new();
-    let stats = for_each_line(path, Lean::parse, |e| builder.observe_lean(e))?;
+    let stats = for_each_line(path, run_id, Lean::parse, |h, e| builder.observe_lean(&h.run_id, &h.cell_id, e))?;
     let mut summary = builder.finish().ok_or_else(|| ReplayError::Empty(path.to_path_buf()))?;
     summary.truncated = stats.truncated;
     summary.skipped_events = stats.skipped;
@@ -406,25 +412,25 @@ pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
 /// One trace's replay: its path and its summary or why it could not be read.
 pub type ReplayedTrace = (PathBuf, Result<CellSummary, ReplayError>);
 
-/// Replays every trace of a run directory in parallel. A corrupt trace does not fail the
-/// others: it comes back as its own error, which reports show as a harness error.
-pub fn replay_run(run_dir: &Path) -> Result<Vec<ReplayedTrace>, ReplayError> {
+/// Replays every trace of a run directory in parallel, each checked to belong to run `run_id`
+/// when it is known. A corrupt trace does not fail the others: it comes back as its own error,
+/// which reports show as a harness error.
+pub fn replay_run(run_dir: &Path, run_id: Option<&str>) -> Result<Vec<ReplayedTrace>, ReplayError> {
     let traces = run_traces(run_dir)?;
     Ok(traces
         .into_par_iter()
         .map(|p| {
-            let r = replay_trace(&p);
+            let r = replay_trace_of(&p, run_id);
             (p, r)
         })
         .collect())
 }
 
 /// The parts of an event the summary fold reads. Large payloads (tool output, arguments,
-/// context sections) are skipped while parsing, which is what makes replay fast.
+/// context sections) are skipped while parsing, which is what makes replay fast. The ids are
+/// in the line's [`Header`], which the reader checks and hands over beside it.
 #[derive(Debug, Clone)]
 pub struct Lean {
-    pub run_id: String,
-    pub cell_id: String,
     pub kind: EventKind,
     pub body: LeanBody,
 }
@@ -579,13 +585,13 @@ struct JustVerifier {
 }
 
 impl Lean {
-    /// Parses one trace line; returns its schema version too (for the reader's check), and
-    /// the kind's tag instead of an event when this build does not know the kind.
+    /// Parses one trace line; returns its envelope too (for the reader's checks), and the
+    /// kind's tag instead of an event when this build does not know the kind.
     ///
     /// One pass: the envelope is visited key by key, and since writers put `kind` before
     /// `data`, the payload is parsed straight into its lean shape, skipping large fields. A
     /// line with `data` first (another writer) falls back to capturing the payload raw.
-    pub fn parse(line: &[u8]) -> Result<(u32, Parsed<Lean>), serde_json::Error> {
+    pub fn parse(line: &[u8]) -> Result<(Header, Parsed<Lean>), serde_json::Error> {
         use serde::de::Deserializer as _;
         let mut de = serde_json::Deserializer::from_slice(line);
         let out = (&mut de).deserialize_map(EnvelopeVisitor)?;
@@ -658,7 +664,7 @@ impl Lean {
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
             EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } => LeanBody::Other,
         };
-        Lean { run_id: e.run_id.clone(), cell_id: e.cell_id.clone(), kind: e.body.kind(), body }
+        Lean { kind: e.body.kind(), body }
     }
 }
 
@@ -726,7 +732,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for DataSeed {
 }
 
 impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
-    type Value = (u32, Parsed<Lean>);
+    type Value = (Header, Parsed<Lean>);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a trace event object")
@@ -735,6 +741,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         use serde::de::{Error as _, IgnoredAny};
         let mut schema_version = None;
+        let mut seq = None;
         let mut run_id = None;
         let mut cell_id = None;
         let mut kind: Option<Parsed<EventKind>> = None;
@@ -743,6 +750,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
                 "schema_version" => schema_version = Some(map.next_value::<u32>()?),
+                "seq" => seq = Some(map.next_value::<u64>()?),
                 "run_id" => run_id = Some(map.next_value::<String>()?),
                 "cell_id" => cell_id = Some(map.next_value::<String>()?),
                 "kind" => {
@@ -770,9 +778,11 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
         let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
         let run_id = run_id.ok_or_else(|| A::Error::missing_field("run_id"))?;
         let cell_id = cell_id.ok_or_else(|| A::Error::missing_field("cell_id"))?;
+        let seq = seq.ok_or_else(|| A::Error::missing_field("seq"))?;
+        let header = Header { schema_version, seq, run_id, cell_id };
         let kind = match kind {
             Parsed::Known(k) => k,
-            Parsed::UnknownKind(tag) => return Ok((schema_version, Parsed::UnknownKind(tag))),
+            Parsed::UnknownKind(tag) => return Ok((header, Parsed::UnknownKind(tag))),
         };
         let body = match (body, raw) {
             (Some(b), _) => b,
@@ -782,7 +792,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
             }
             (None, None) => return Err(A::Error::missing_field("data")),
         };
-        Ok((schema_version, Parsed::Known(Lean { run_id, cell_id, kind, body })))
+        Ok((header, Parsed::Known(Lean { kind, body })))
     }
 }
 
@@ -1227,7 +1237,8 @@ mod tests {
         );
     }
 
-    /// Inserts `extra` lines after the first line of the trace at `path`.
+    /// Inserts `extra` lines after the first line of the trace at `path`, and renumbers the
+    /// lines after them so the sequence stays whole (the extra lines carry seq 1, 2, ...).
     fn insert_after_first(path: &Path, extra: &[&str]) {
         let text = std::fs::read_to_string(path).unwrap();
         let (first, rest) = text.split_once('\n').unwrap();
@@ -1236,8 +1247,69 @@ mod tests {
             out.push_str(l);
             out.push('\n');
         }
-        out.push_str(rest);
+        for (i, l) in rest.lines().enumerate() {
+            let old = format!("\"seq\":{},", i + 1);
+            assert!(l.contains(&old), "{l}");
+            out.push_str(&l.replacen(&old, &format!("\"seq\":{},", i + 1 + extra.len()), 1));
+            out.push('\n');
+        }
         std::fs::write(path, out).unwrap();
+    }
+
+    /// The trace at `path` with its lines rewritten by `edit` (line index, line).
+    fn rewrite(path: &Path, name: &str, edit: impl Fn(usize, &str) -> Vec<String>) -> PathBuf {
+        let text = std::fs::read_to_string(path).unwrap();
+        let out: Vec<String> = text.lines().enumerate().flat_map(|(i, l)| edit(i, l)).collect();
+        let broken = path.with_file_name(format!("{name}.jsonl"));
+        std::fs::write(&broken, out.join("\n") + "\n").unwrap();
+        broken
+    }
+
+    #[test]
+    fn a_broken_sequence_is_an_error_saying_what_broke_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample(dir.path());
+        assert_eq!(replay_trace_of(&path, Some("r")).unwrap(), replay_trace(&path).unwrap(), "its own run reads");
+        let cases: Vec<(PathBuf, &str)> = vec![
+            // A second writer appended the same step again: without the check it is an extra step.
+            (rewrite(&path, "dup", |i, l| if i == 1 { vec![l.into(), l.into()] } else { vec![l.into()] }), "line 3"),
+            (rewrite(&path, "gap", |i, l| if i == 2 { vec![] } else { vec![l.into()] }), "1 event(s) missing"),
+            (rewrite(&path, "headless", |i, l| if i == 0 { vec![] } else { vec![l.into()] }), "not 0"),
+            (
+                rewrite(&path, "run", |i, l| {
+                    vec![if i == 3 { l.replace("\"run_id\":\"r\"", "\"run_id\":\"other\"") } else { l.into() }]
+                }),
+                "an event of run \"other\" in a trace of run \"r\"",
+            ),
+            (
+                rewrite(&path, "cell", |i, l| {
+                    vec![if i == 3 { l.replace("\"cell_id\":\"c\"", "\"cell_id\":\"d\"") } else { l.into() }]
+                }),
+                "an event of cell \"d\"",
+            ),
+        ];
+        for (broken, want) in cases {
+            for err in [
+                replay_trace(&broken).unwrap_err().to_string(),
+                crate::trace::read_trace(&broken).unwrap_err().to_string(),
+            ] {
+                assert!(err.contains("breaks the event sequence") && err.contains(want), "{want}: {err}");
+            }
+        }
+        let dup = rewrite(&path, "dup2", |i, l| if i == 1 { vec![l.into(), l.into()] } else { vec![l.into()] });
+        let err = replay_trace(&dup).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "line 3 breaks the event sequence: seq 1 comes again where seq 2 was due (an event written twice)"
+            ),
+            "{err}"
+        );
+        // A whole trace of another run in this run's directory is refused too.
+        let err = replay_trace_of(&path, Some("this-run")).unwrap_err().to_string();
+        assert!(
+            err.contains("line 1") && err.contains("an event of run \"r\" in a trace of run \"this-run\""),
+            "{err}"
+        );
     }
 
     #[test]

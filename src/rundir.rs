@@ -4,7 +4,8 @@
 //! <run_dir>/manifest.json        the plan, written once before any cell starts (atomic)
 //! <run_dir>/results.jsonl        one CellSummary per line, appended as cells end
 //! <run_dir>/.lock                held by the one process writing cells into the directory
-//! <run_dir>/cells/<cell_id>/     trace.jsonl, artifacts/, workspace/ of one cell
+//! <run_dir>/cells/<cell_id>/     trace.jsonl, workspace/ and (only when an output was too
+//!                                large for the trace) artifacts/ of one cell
 //! <run_dir>/reports/             rendered from the traces alone
 //! ```
 //!
@@ -13,7 +14,9 @@
 //! the plan and is never rewritten by a resume; the traces are the source of truth and
 //! `results.jsonl` is an index of them (a resume rewrites it to the cells it keeps, atomically,
 //! before appending); only the process holding `.lock` writes cells, so two resumes of one run
-//! cannot run its cells twice.
+//! cannot run its cells twice. The lock is taken before anything in the directory is looked
+//! at or changed: a second writer (a resume, or a new run given the same `--out`) leaves
+//! without touching a file and names the holder (pid, command, since when).
 
 use crate::sandbox::SandboxInfo;
 use std::fs::{File, OpenOptions};
@@ -27,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::Benchmark;
 use crate::events::{EngineEvent, EngineSink};
 use crate::lock::{FileLock, LockError};
-use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace};
+use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace_of};
 use crate::trace::event::Outcome;
 
 /// Version of `manifest.json`.
@@ -55,6 +58,12 @@ pub struct Manifest {
     /// so runs of a changed benchmark are not compared as if they were the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub benchmark_digest: Option<String>,
+    /// Whether the files the digest covers differed from the committed tree when the run
+    /// started (tracked changes, or untracked files that are not ignored, under the benchmark
+    /// or a fixture it uses). None: not in a git repository, or a manifest written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark_dirty: Option<bool>,
     pub command: String,
     pub benchmark: String,
     pub profiles: Vec<String>,
@@ -130,6 +139,8 @@ pub enum RunDirError {
     TooNew { path: PathBuf, found: u32 },
     #[error("{path} already holds a run; choose another --out, or finish it with `hcbench matrix --resume {path}`")]
     Taken { path: PathBuf },
+    #[error("{path} is not empty and holds no run ({entry} is there); choose another --out (a new or empty folder)")]
+    NotEmpty { path: PathBuf, entry: String },
     #[error("another hcbench process is writing run directory {path} ({holder}); wait for it to finish")]
     Busy { path: PathBuf, holder: String },
     /// The place given for a new run cannot hold one (not creatable or not writable).
@@ -163,6 +174,7 @@ impl Manifest {
             git_commit,
             git_dirty,
             benchmark_digest: crate::bench::digest(root, bench).ok(),
+            benchmark_dirty: benchmark_dirty(bench),
             command: plan.command.to_string(),
             benchmark: bench.name.clone(),
             profiles: plan.profiles,
@@ -265,6 +277,33 @@ pub(crate) fn git_state(root: &Path) -> (Option<String>, Option<bool>) {
     (head, dirty)
 }
 
+/// Whether the benchmark's folder or a fixture its cases use differs from the committed tree
+/// (the files [`crate::bench::digest`] covers). None when the benchmark is not inside a git
+/// work tree, or sits in an ignored folder (the gate's snapshot), where "committed" has no
+/// meaning.
+fn benchmark_dirty(bench: &Benchmark) -> Option<bool> {
+    let repo = git2::Repository::discover(&bench.dir).ok()?;
+    let workdir = repo.workdir()?.canonicalize().ok()?;
+    let mut dirs = vec![bench.dir.clone()];
+    dirs.extend(bench.cases.iter().map(|c| c.fixture_dir.clone()));
+    let mut specs = Vec::new();
+    for dir in dirs {
+        let rel = dir.canonicalize().ok()?.strip_prefix(&workdir).ok()?.to_path_buf();
+        if rel.as_os_str().is_empty() || repo.is_path_ignored(&rel).unwrap_or(true) {
+            return None;
+        }
+        specs.push(rel.to_string_lossy().into_owned());
+    }
+    specs.sort();
+    specs.dedup();
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false).recurse_untracked_dirs(true).disable_pathspec_match(false);
+    for spec in &specs {
+        opts.pathspec(spec);
+    }
+    repo.statuses(Some(&mut opts)).ok().map(|s| !s.is_empty())
+}
+
 /// The stable id of a cell: `<case>__<profile>[__<ablation>][__e<epoch>]`. The ablation
 /// appears only in ablate runs (empty otherwise) and the epoch suffix only when the plan has
 /// several epochs, so ids of other runs never changed.
@@ -295,33 +334,68 @@ pub struct RunDir {
     _lock: FileLock,
 }
 
+/// What `--resume` found in a run directory.
+#[derive(Debug, Default)]
+pub struct Resumed {
+    /// Cells whose trace ended with an outcome the resume keeps; they are not run again.
+    pub kept: Vec<CellSummary>,
+    /// With `--retry-errors`: cells that had ended in an infrastructure error, as they ended;
+    /// they run again.
+    pub retried: Vec<CellSummary>,
+}
+
 impl RunDir {
-    /// Creates a new run directory and writes its manifest. Refuses a directory that already
-    /// holds a run, and fails now (not after the first cell) when the place is not writable.
+    /// Creates a new run directory and writes its manifest. Takes the lock first, so a
+    /// directory another process is writing is refused naming that process; then refuses a
+    /// directory that already holds a run or holds anything else. Fails now (not after the
+    /// first cell) when the place is not writable.
     pub fn create(path: &Path, manifest: Manifest) -> Result<RunDir, RunDirError> {
         let io = |source| RunDirError::Unusable { path: path.to_path_buf(), source };
-        if path.join(MANIFEST).exists() {
-            return Err(RunDirError::Taken { path: path.to_path_buf() });
-        }
-        std::fs::create_dir_all(path.join("cells")).map_err(io)?;
+        std::fs::create_dir_all(path).map_err(io)?;
         let path = path.canonicalize().map_err(io)?;
-        let lock = lock(&path)?;
+        let lock = lock(&path, &manifest.command).map_err(|e| match e {
+            RunDirError::Io { path, source } => RunDirError::Unusable { path, source },
+            e => e,
+        })?;
+        if path.join(MANIFEST).exists() {
+            return Err(RunDirError::Taken { path });
+        }
+        // Cells and reports of a new run must not mix with files that were there before.
+        let stray = std::fs::read_dir(&path)
+            .map_err(|source| RunDirError::Unusable { path: path.clone(), source })?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name != LOCK && !(name == "cells" && dir_is_empty(&path.join("cells"))))
+            .min();
+        if let Some(entry) = stray {
+            return Err(RunDirError::NotEmpty { path, entry });
+        }
+        std::fs::create_dir_all(path.join("cells"))
+            .map_err(|source| RunDirError::Unusable { path: path.clone(), source })?;
         manifest.write(&path).map_err(|source| RunDirError::Unusable { path: path.clone(), source })?;
         Ok(RunDir { path, manifest, _lock: lock })
     }
 
     /// Opens an existing run directory to finish it (`--resume`): takes its lock, keeps every
-    /// cell whose trace ended with a verdict, removes the directories of the others, and
-    /// rewrites `results.jsonl` to hold exactly the kept cells. Returns the kept summaries.
-    pub fn resume(path: &Path) -> Result<(RunDir, Vec<CellSummary>), RunDirError> {
+    /// cell whose trace ended with an outcome (with `retry_errors`, only those that did not
+    /// end in an infrastructure error: see [`is_retried`]), removes the directories of the
+    /// others, and rewrites `results.jsonl` to hold exactly the kept cells.
+    pub fn resume(path: &Path, retry_errors: bool) -> Result<(RunDir, Resumed), RunDirError> {
         let manifest = Manifest::read(path)?;
         let path = path.canonicalize().map_err(|source| RunDirError::Io { path: path.to_path_buf(), source })?;
         let io = |source| RunDirError::Io { path: path.clone(), source };
-        let lock = lock(&path)?;
+        let lock = lock(&path, &format!("{} --resume", manifest.command))?;
+        // Read again under the lock: the one read before it only found the run to lock.
+        let manifest = Manifest::read(&path)?;
         let mut kept = Vec::new();
+        let mut retried = Vec::new();
         for planned in manifest.cell_ids() {
             let cell_dir = path.join("cells").join(&planned.cell_id);
-            match completed_cell(&cell_dir) {
+            match completed_cell(&cell_dir, &manifest.run_id) {
+                Some(s) if retry_errors && s.outcome.is_some_and(is_retried) => {
+                    std::fs::remove_dir_all(&cell_dir).map_err(io)?;
+                    retried.push(s);
+                }
                 Some(s) => kept.push(s),
                 None if cell_dir.exists() => std::fs::remove_dir_all(&cell_dir).map_err(io)?,
                 None => {}
@@ -333,7 +407,7 @@ impl RunDir {
             lines.push(b'\n');
         }
         crate::util::write_atomic(&path.join(RESULTS), &lines).map_err(io)?;
-        Ok((RunDir { path: path.clone(), manifest, _lock: lock }, kept))
+        Ok((RunDir { path: path.clone(), manifest, _lock: lock }, Resumed { kept, retried }))
     }
 
     pub fn path(&self) -> &Path {
@@ -355,16 +429,31 @@ impl RunDir {
     }
 }
 
-fn lock(path: &Path) -> Result<FileLock, RunDirError> {
-    FileLock::acquire(&path.join(LOCK), "run", Duration::ZERO, |_| {}).map_err(|e| match e {
+/// The outcomes `--resume --retry-errors` runs again: failures of the infrastructure around the
+/// agent (the provider, a time limit, hcbench itself), which a later attempt may not meet.
+/// A verifier error is not among them: it is the benchmark's own verifier failing on what the
+/// agent left, and running the agent again would not fix it.
+pub fn is_retried(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::ProviderError | Outcome::HarnessError | Outcome::Timeout)
+}
+
+fn dir_is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// Takes the run directory's lock for `command` (how the holder is named to a second writer).
+fn lock(path: &Path, command: &str) -> Result<FileLock, RunDirError> {
+    FileLock::acquire(&path.join(LOCK), command, Duration::ZERO, |_| {}).map_err(|e| match e {
         LockError::Busy { holder, .. } => RunDirError::Busy { path: path.to_path_buf(), holder },
         LockError::Io { source, .. } => RunDirError::Io { path: path.to_path_buf(), source },
     })
 }
 
-/// The cell's summary when its trace ended with a real verdict (kept by `--resume`).
-fn completed_cell(cell_dir: &Path) -> Option<CellSummary> {
-    let s = replay_trace(&cell_dir.join("trace.jsonl")).ok()?;
+/// The cell's summary when its trace, read as a trace of run `run_id`, ended with an outcome
+/// (kept by `--resume`). A trace that does not replay (cut, corrupt, a broken sequence) is not
+/// a finished cell, so the cell runs again.
+fn completed_cell(cell_dir: &Path, run_id: &str) -> Option<CellSummary> {
+    let s = replay_trace_of(&cell_dir.join("trace.jsonl"), Some(run_id)).ok()?;
     match s.outcome {
         Some(Outcome::Cancelled) | None => None,
         Some(_) => Some(s),
@@ -445,6 +534,7 @@ mod tests {
             git_commit: None,
             git_dirty: None,
             benchmark_digest: None,
+            benchmark_dirty: None,
             command: "matrix".into(),
             benchmark: "b".into(),
             profiles: vec!["oracle".into(), "nop".into()],
@@ -490,13 +580,86 @@ mod tests {
         let path = dir.path().join("run");
         let run = RunDir::create(&path, manifest("r1")).unwrap();
         assert_eq!(Manifest::read(&path).unwrap().run_id, "r1");
+        // While it is written, a new run and a resume are both told who writes it.
+        let holder = format!("pid {}, hcbench matrix, since ", std::process::id());
+        let e = RunDir::create(&path, manifest("r2")).unwrap_err();
+        assert!(matches!(e, RunDirError::Busy { .. }) && e.is_usage() && e.to_string().contains(&holder), "{e}");
+        let e = RunDir::resume(&path, false).expect_err("the lock is held");
+        assert!(e.to_string().contains("another hcbench process is writing") && e.to_string().contains(&holder), "{e}");
+        drop(run);
         let e = RunDir::create(&path, manifest("r2")).unwrap_err();
         assert!(matches!(e, RunDirError::Taken { .. }) && e.is_usage(), "{e}");
-        let e = RunDir::resume(&path).expect_err("the lock is held");
-        assert!(e.to_string().contains("another hcbench process is writing"), "{e}");
+        assert_eq!(Manifest::read(&path).unwrap().run_id, "r1", "the manifest is the first run's");
+        let (resumed_run, resumed) = RunDir::resume(&path, false).unwrap();
+        assert!(resumed.kept.is_empty() && resumed.retried.is_empty());
+        // A new run given the folder while the resume holds it is told who holds it, not
+        // that the folder holds a run (which it would only learn by looking inside).
+        let e = RunDir::create(&path, manifest("r3")).unwrap_err().to_string();
+        assert!(e.contains("hcbench matrix --resume, since"), "{e}");
+        drop(resumed_run);
+    }
+
+    #[test]
+    fn a_new_run_takes_only_an_empty_or_new_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+        let e = RunDir::create(dir.path(), manifest("r")).unwrap_err();
+        assert!(matches!(&e, RunDirError::NotEmpty { entry, .. } if entry == "notes.txt") && e.is_usage(), "{e}");
+        assert!(!dir.path().join(MANIFEST).exists());
+        // What a refused or failed attempt leaves (its lock file, an empty cells/) is no obstacle.
+        std::fs::remove_file(dir.path().join("notes.txt")).unwrap();
+        std::fs::create_dir(dir.path().join("cells")).unwrap();
+        RunDir::create(dir.path(), manifest("r")).unwrap();
+    }
+
+    /// Writes a finished trace with `outcome` for `cell` of run `run_id`.
+    fn finished(run: &Path, run_id: &str, cell: &str, outcome: Outcome) {
+        let dir = run.join("cells").join(cell);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = crate::trace::TraceWriter::create(&dir.join("trace.jsonl"), run_id, cell).unwrap();
+        w.append(crate::trace::EventBody::RunFinished {
+            outcome,
+            reward: 0.0,
+            stop_reason: outcome.as_str().into(),
+            reason: String::new(),
+            elapsed_ms: 1,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn retry_errors_runs_infrastructure_errors_again_and_keeps_verdicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run");
+        drop(RunDir::create(&path, manifest("r")).unwrap());
+        let plan: Vec<String> = manifest("r").cell_ids().into_iter().map(|c| c.cell_id).collect();
+        let outcomes = [Outcome::Passed, Outcome::ProviderError, Outcome::Timeout, Outcome::VerifierError];
+        for (cell, outcome) in plan.iter().zip(outcomes) {
+            finished(&path, "r", cell, outcome);
+        }
+        let (run, plain) = RunDir::resume(&path, false).unwrap();
+        assert_eq!(plain.kept.len(), 4, "a plain resume keeps every cell that ended");
         drop(run);
-        let (_run, kept) = RunDir::resume(&path).unwrap();
-        assert!(kept.is_empty());
+        let (_run, retry) = RunDir::resume(&path, true).unwrap();
+        let ids = |v: &[CellSummary]| v.iter().map(|s| s.cell_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&retry.kept), [plan[0].clone(), plan[3].clone()], "passed and verifier_error stay");
+        assert_eq!(ids(&retry.retried), [plan[1].clone(), plan[2].clone()]);
+        assert!(!path.join("cells").join(&plan[1]).exists(), "a retried cell starts from nothing");
+        assert_eq!(read_results(&path).unwrap().len(), 2, "results.jsonl holds the kept cells only");
+        assert!(is_retried(Outcome::HarnessError) && !is_retried(Outcome::Failed));
+    }
+
+    #[test]
+    fn resume_does_not_keep_a_cell_whose_trace_is_of_another_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run");
+        drop(RunDir::create(&path, manifest("r")).unwrap());
+        let plan: Vec<String> = manifest("r").cell_ids().into_iter().map(|c| c.cell_id).collect();
+        finished(&path, "r", &plan[0], Outcome::Passed);
+        finished(&path, "another-run", &plan[1], Outcome::Passed);
+        let (_run, resumed) = RunDir::resume(&path, false).unwrap();
+        assert_eq!(resumed.kept.len(), 1);
+        assert!(!path.join("cells").join(&plan[1]).exists(), "it runs again");
     }
 
     #[test]

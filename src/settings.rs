@@ -118,8 +118,9 @@ pub enum MatrixStart {
         /// `hcbench ablate`: the ablations, `full` first (one profile); empty for `matrix`.
         ablations: Vec<String>,
     },
-    /// The run directory to finish and the profiles registry to re-resolve its profiles with.
-    Resume { run_dir: PathBuf, profiles: Profiles },
+    /// The run directory to finish and the profiles registry to re-resolve its profiles with;
+    /// `retry_errors` runs cells that ended in an infrastructure error again (`--retry-errors`).
+    Resume { run_dir: PathBuf, profiles: Profiles, retry_errors: bool },
 }
 
 pub struct PlanSettings {
@@ -344,7 +345,7 @@ impl Settings {
                         run_dir.display()
                     )));
                 }
-                MatrixStart::Resume { run_dir, profiles }
+                MatrixStart::Resume { run_dir, profiles, retry_errors: args.control.retry_errors }
             }
             None => {
                 if let Some(b) = args.control.budget_usd.filter(|b| !(*b > 0.0 && b.is_finite())) {

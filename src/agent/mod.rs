@@ -55,7 +55,8 @@ pub struct CellPlan {
     pub spec: Arc<AgentSpec>,
     /// The ablation `spec` carries (`hcbench ablate`); empty for every other command.
     pub ablation: String,
-    /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, artifacts/ and workspace/.
+    /// `RUN_DIR/cells/<cell_id>`: holds trace.jsonl, workspace/ and, when an output was too
+    /// large for the trace, artifacts/.
     pub cell_dir: PathBuf,
     /// Where the cell's commands run.
     pub sandbox: Sandbox,
@@ -81,7 +82,8 @@ impl Recorder {
 /// Runs one cell to its end. Errors only when the trace itself cannot be written.
 pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(plan.cell_dir.join("artifacts"))?;
+    // artifacts/ is made by the first output that needs it (`store_output`): most cells have none.
+    std::fs::create_dir_all(&plan.cell_dir)?;
     let trace_path = plan.cell_dir.join("trace.jsonl");
     let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
     let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
@@ -554,6 +556,7 @@ fn store_output(cell_dir: &Path, name: &str, text: &str) -> io::Result<Option<Ar
         return Ok(None);
     }
     let rel = format!("artifacts/{name}.txt");
+    std::fs::create_dir_all(cell_dir.join("artifacts"))?;
     std::fs::write(cell_dir.join(&rel), text)?;
     Ok(Some(Artifact { path: rel, sha256: crate::util::sha256_hex(text.as_bytes()), bytes: text.len() as u64 }))
 }

@@ -24,7 +24,7 @@ use crate::settings::{MatrixSettings, MatrixStart};
 
 pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
-    let (run, bench, profiles, spec, kept) = match s.start {
+    let (run, bench, profiles, spec, kept, retried) = match s.start {
         MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds, ablations } => {
             let command = if ablations.is_empty() { "matrix" } else { "ablate" };
             super::test_split::guard(&s.root, &selected.benchmark, &selected.case_ids, human_test_split, command)?;
@@ -43,10 +43,10 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             manifest.min_coverage = Some(thresholds.min_coverage);
             manifest.fail_under = thresholds.fail_under;
             manifest.ablations = ablations;
-            (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new())
+            (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new(), Vec::new())
         }
-        MatrixStart::Resume { run_dir, profiles: registry } => {
-            let (run, kept) = RunDir::resume(&run_dir)?;
+        MatrixStart::Resume { run_dir, profiles: registry, retry_errors } => {
+            let (run, resumed) = RunDir::resume(&run_dir, retry_errors)?;
             let m = run.manifest();
             // A resumed run must finish with the spec it started with, or its cells would mix two agents.
             let spec = Arc::new(match &m.agent_dir {
@@ -64,7 +64,7 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             let bench = load_benchmark(&s.root, &m.benchmark)?;
             super::test_split::guard(&s.root, &bench, &m.case_ids(), human_test_split, "matrix --resume")?;
             let profiles = registry.resolve_list(&m.profiles).map_err(|e| CommandError::Usage(e.to_string()))?;
-            (run, bench, profiles, spec, kept)
+            (run, bench, profiles, spec, resumed.kept, resumed.retried)
         }
     };
 
@@ -86,8 +86,8 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
         .into_iter()
         .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
         .collect();
-    if !kept.is_empty() {
-        progress.event(EngineEvent::CellsKept { count: kept.len() });
+    if !kept.is_empty() || !retried.is_empty() {
+        progress.event(EngineEvent::CellsKept { count: kept.len(), retried: retried.len() });
     }
     let budget = m
         .budget_usd
@@ -100,6 +100,9 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
     super::report::print(&report, s.format)?;
     for p in written {
         eprintln!("wrote {}", p.display());
+    }
+    if !retried.is_empty() {
+        eprintln!("{}", retried_line(&retried, &report.cells));
     }
     // The history gets the run once it has its reports; an interrupted run is appended too
     // (its unfinished cells as `incomplete`), and a resumed one replaces its own file.
@@ -115,4 +118,21 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
     }
     // A Ctrl-C between cells cancels none, so the live flag decides 130 too.
     Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
+}
+
+/// The summary of `--retry-errors`: how many cells ran again, what they had ended in, and what
+/// they ended in now.
+fn retried_line(before: &[CellSummary], now: &[CellSummary]) -> String {
+    let count = |labels: Vec<&str>| {
+        let mut n: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for l in labels {
+            *n.entry(l).or_default() += 1;
+        }
+        n.iter().map(|(l, k)| format!("{k} {l}")).collect::<Vec<_>>().join(", ")
+    };
+    let ids: BTreeSet<&str> = before.iter().map(|c| c.cell_id.as_str()).collect();
+    let then = count(before.iter().map(CellSummary::outcome_label).collect());
+    let after =
+        count(now.iter().filter(|c| ids.contains(c.cell_id.as_str())).map(CellSummary::outcome_label).collect());
+    format!("retried {} cell(s) that had ended in an infrastructure error ({then}): now {after}", before.len())
 }

@@ -15,7 +15,9 @@ pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
     if path.is_file() {
         summaries.push(replay_trace(path)?);
     } else if path.is_dir() {
-        for (trace, result) in replay_run(path)? {
+        // Traces of a run directory must belong to its run, when its manifest says which.
+        let run_id = crate::rundir::Manifest::read(path).ok().map(|m| m.run_id);
+        for (trace, result) in replay_run(path, run_id.as_deref())? {
             match result {
                 Ok(s) => summaries.push(s),
                 Err(e) => problems.push(format!("{}: {e}", trace.display())),

@@ -347,7 +347,7 @@ impl Page {
             comparisons_note: comparisons_sentence(report),
             power: report.power.sentence(),
             categories: category_rows(&report.category_stats, |s| s.category.as_deref()),
-            splits: category_rows(&report.split_stats, |s| s.split.as_deref()),
+            splits: category_rows(report.split_breakdown(), |s| s.split.as_deref()),
             ablation: report.ablation.as_ref().map(super::ablation::tables).unwrap_or_default(),
             heatmap: heatmap(report, &dom_ids),
             failing: report
@@ -703,6 +703,7 @@ mod tests {
             git_commit: None,
             git_dirty: None,
             benchmark_digest: None,
+            benchmark_dirty: None,
             command: "matrix".into(),
             benchmark: "demo".into(),
             profiles: vec!["oracle".into(), "nop".into()],

@@ -129,9 +129,9 @@ pub fn render(report: &MatrixReport) -> String {
     }
 
     breakdown(&mut o, "By category", "category", &report.category_stats, |s| s.category.as_deref());
-    if !report.split_stats.is_empty() {
+    if !report.split_breakdown().is_empty() {
         let _ = writeln!(o);
-        breakdown(&mut o, "By split", "split", &report.split_stats, |s| s.split.as_deref());
+        breakdown(&mut o, "By split", "split", report.split_breakdown(), |s| s.split.as_deref());
     }
 
     let _ = writeln!(o, "\n## Cells that did not pass ({})\n", report.failing.len());

@@ -83,6 +83,15 @@ pub struct MatrixReport {
 }
 
 impl MatrixReport {
+    /// The per-split rows that Markdown and HTML show: all of them when the run's cases span
+    /// more than one split, none otherwise (one split's table would repeat the summary).
+    /// `report.json` keeps `split_stats` whole either way.
+    pub fn split_breakdown(&self) -> &[GroupStats] {
+        let splits: std::collections::BTreeSet<Option<&str>> =
+            self.split_stats.iter().map(|s| s.split.as_deref()).collect();
+        if splits.len() > 1 { &self.split_stats } else { &[] }
+    }
+
     /// The warning of a run without a sandbox ([`UNSANDBOXED`]), or None.
     pub fn isolation_warning(&self) -> Option<&'static str> {
         self.sandbox.as_ref().filter(|s| s.is_none()).map(|_| UNSANDBOXED)
@@ -318,7 +327,7 @@ fn load_cell(path: &Path, planned: &PlannedCell, manifest: &Manifest) -> (CellSu
     if !path.exists() {
         return (placeholder(None, "the cell never ran (interrupted run?)".into()), None);
     }
-    match crate::replay::replay_trace(path) {
+    match crate::replay::replay_trace_of(path, Some(&manifest.run_id)) {
         Ok(mut s) => {
             if s.outcome.is_none() {
                 s.reason = "the trace ends before run_finished (crash or interruption)".into();
@@ -450,10 +459,12 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                     seq: e.seq,
                     step: Some(*step),
                     kind: "tool_result".into(),
+                    // `output_bytes` is the size of the tool's reply text (what the model was
+                    // told), not of a file the tool wrote: say "output" so it reads as such.
                     title: format!(
-                        "{tool} -> {} ({output_bytes} bytes{})",
+                        "{tool} -> {} ({output_bytes} bytes of output{})",
                         if *ok { "ok" } else { "error" },
-                        artifact.as_ref().map(|a| format!(", full output in {}", a.path)).unwrap_or_default()
+                        artifact.as_ref().map(|a| format!(", in full in {}", a.path)).unwrap_or_default()
                     ),
                     detail: clip(output),
                     diff: None,

@@ -27,6 +27,15 @@ impl LineProgress {
     }
 }
 
+/// What a resume keeps and runs again, for the line it opens with.
+fn kept_line(count: usize, retried: usize) -> String {
+    let mut line = format!("{count} finished cell(s) kept");
+    if retried > 0 {
+        line.push_str(&format!("; {retried} cell(s) that ended in an infrastructure error run again (--retry-errors)"));
+    }
+    line
+}
+
 /// One finished cell as a progress line: `[ 3/40] passed         bugfix-1__oracle (1.2s)`.
 pub(crate) fn cell_line(summary: &CellSummary, done: usize, total: usize) -> String {
     format!(
@@ -47,7 +56,9 @@ impl EngineSink for LineProgress {
             }
             EngineEvent::CellStarted { .. } => Ok(()),
             EngineEvent::CellFinished { summary, done, total } => writeln!(err, "{}", cell_line(summary, done, total)),
-            EngineEvent::CellsKept { count } => writeln!(err, "hcbench: resuming: {count} finished cell(s) kept"),
+            EngineEvent::CellsKept { count, retried } => {
+                writeln!(err, "hcbench: resuming: {}", kept_line(count, retried))
+            }
             EngineEvent::BudgetSpent { spent_usd, budget_usd } => writeln!(
                 err,
                 "hcbench: budget reached (${spent_usd:.4} of ${budget_usd:.4}): no new cells start; running cells finish"
@@ -128,8 +139,8 @@ impl EngineSink for BarProgress {
                     }
                 }
             }
-            EngineEvent::CellsKept { count } => {
-                let _ = self.multi.println(format!("resuming: {count} finished cell(s) kept"));
+            EngineEvent::CellsKept { count, retried } => {
+                let _ = self.multi.println(format!("resuming: {}", kept_line(count, retried)));
             }
             EngineEvent::BudgetSpent { spent_usd, budget_usd } => {
                 let _ = self.multi.println(format!(

@@ -168,6 +168,16 @@ pub(super) struct WireIn {
 }
 
 impl WireIn {
+    /// The envelope the reader's sequence rule checks.
+    pub(super) fn header(&self) -> super::reader::Header {
+        super::reader::Header {
+            schema_version: self.schema_version,
+            seq: self.seq,
+            run_id: self.run_id.clone(),
+            cell_id: self.cell_id.clone(),
+        }
+    }
+
     /// The event this envelope holds; fails when the payload does not fit its kind (or the
     /// kind is unknown, which callers that tolerate it check first).
     pub(super) fn into_event(self) -> Result<Event, serde_json::Error> {

@@ -12,5 +12,5 @@ pub mod reader;
 pub mod writer;
 
 pub use event::{Event, EventBody, EventKind, SCHEMA_VERSION};
-pub use reader::{Parsed, ReadStats, TraceError, TraceRead, for_each_line, read_trace};
+pub use reader::{Header, Parsed, ReadStats, TraceError, TraceRead, for_each_line, read_trace};
 pub use writer::TraceWriter;

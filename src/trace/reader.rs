@@ -12,6 +12,13 @@
 //! - Any other unparsable line (not JSON, no `kind`, a known kind whose payload does not fit)
 //!   is corruption and an error naming the file and line, because silently skipping events
 //!   would change the numbers.
+//! - Every line, of a known kind or not, continues the trace's sequence: `seq` starts at 0 and
+//!   grows by one, and `run_id` and `cell_id` are those of the first line (and the run's, when
+//!   the caller knows which run the trace belongs to). A repeated or missing number, or an
+//!   event of another run or cell, is [`TraceError::Sequence`]: two writers interleaved (two
+//!   processes on one run directory) or a file was pieced together, and folding it would count
+//!   a step twice or mix two runs. Replay reports such a cell as a harness error, never
+//!   silently.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,6 +37,63 @@ pub enum TraceError {
         "trace {path} line {line} has schema_version {found}, newer than this hcbench reads ({SCHEMA_VERSION}); upgrade hcbench"
     )]
     TooNew { path: PathBuf, line: usize, found: u32 },
+    #[error(
+        "trace {path} line {line} breaks the event sequence: {message} (two processes wrote the cell, or the file was pieced together; run the cell again)"
+    )]
+    Sequence { path: PathBuf, line: usize, message: String },
+}
+
+/// The envelope fields the reading rules check on every line, whatever its kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub schema_version: u32,
+    pub seq: u64,
+    pub run_id: String,
+    pub cell_id: String,
+}
+
+/// The sequence rule: what the next line must carry.
+struct Sequence<'a> {
+    next_seq: u64,
+    /// The run the trace must belong to: the caller's, else the first line's.
+    run_id: Option<std::borrow::Cow<'a, str>>,
+    cell_id: Option<String>,
+}
+
+impl<'a> Sequence<'a> {
+    fn new(run_id: Option<&'a str>) -> Self {
+        Sequence { next_seq: 0, run_id: run_id.map(std::borrow::Cow::Borrowed), cell_id: None }
+    }
+
+    /// Checks `h` against the lines before it; Err says what is wrong, for people.
+    fn check(&mut self, h: &Header) -> Result<(), String> {
+        match &self.run_id {
+            Some(run) if *run != h.run_id => {
+                return Err(format!("an event of run {:?} in a trace of run {run:?}", h.run_id));
+            }
+            Some(_) => {}
+            None => self.run_id = Some(std::borrow::Cow::Owned(h.run_id.clone())),
+        }
+        match &self.cell_id {
+            Some(cell) if *cell != h.cell_id => {
+                return Err(format!("an event of cell {:?} in a trace of cell {cell:?}", h.cell_id));
+            }
+            Some(_) => {}
+            None => self.cell_id = Some(h.cell_id.clone()),
+        }
+        let want = self.next_seq;
+        if h.seq != want {
+            return Err(if h.seq < want {
+                format!("seq {} comes again where seq {want} was due (an event written twice)", h.seq)
+            } else if want == 0 {
+                format!("the first event has seq {}, not 0 (the start of the trace is missing)", h.seq)
+            } else {
+                format!("seq {} follows seq {} ({} event(s) missing)", h.seq, want - 1, h.seq - want)
+            });
+        }
+        self.next_seq += 1;
+        Ok(())
+    }
 }
 
 /// What a line parser found on a well-formed line.
@@ -60,28 +124,30 @@ pub struct TraceRead {
 /// Reads every event of the trace at `path`.
 pub fn read_trace(path: &Path) -> Result<TraceRead, TraceError> {
     let mut events = Vec::new();
-    let stats = for_each_line(path, parse_event, |e| events.push(e))?;
+    let stats = for_each_line(path, None, parse_event, |_, e| events.push(e))?;
     Ok(TraceRead { events, stats })
 }
 
 /// Parses one line into a full event, looking at `kind` before the payload so an unknown
 /// kind is reported as such rather than as a payload that does not fit.
-fn parse_event(line: &[u8]) -> Result<(u32, Parsed<Event>), serde_json::Error> {
+fn parse_event(line: &[u8]) -> Result<(Header, Parsed<Event>), serde_json::Error> {
     let wire: WireIn = serde_json::from_slice(line)?;
-    let version = wire.schema_version;
+    let header = wire.header();
     if EventKind::from_tag(&wire.kind).is_none() {
-        return Ok((version, Parsed::UnknownKind(wire.kind)));
+        return Ok((header, Parsed::UnknownKind(wire.kind)));
     }
-    Ok((version, Parsed::Known(wire.into_event()?)))
+    Ok((header, Parsed::Known(wire.into_event()?)))
 }
 
-/// Streams the trace at `path` through `parse`, handing each event of a known kind to `sink`,
-/// with the reading rules above; `parse` returns the line's schema version and what it found.
-/// Memory stays bounded by the longest line.
+/// Streams the trace at `path` through `parse`, handing each event of a known kind and its
+/// envelope to `sink`, with the reading rules above; `parse` returns the line's envelope and
+/// what it found. `run_id`, when given, is the run every event must belong to (the run
+/// directory's manifest says it). Memory stays bounded by the longest line.
 pub fn for_each_line<T>(
     path: &Path,
-    mut parse: impl FnMut(&[u8]) -> Result<(u32, Parsed<T>), serde_json::Error>,
-    mut sink: impl FnMut(T),
+    run_id: Option<&str>,
+    mut parse: impl FnMut(&[u8]) -> Result<(Header, Parsed<T>), serde_json::Error>,
+    mut sink: impl FnMut(&Header, T),
 ) -> Result<ReadStats, TraceError> {
     let io_err = |source| TraceError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io_err)?;
@@ -89,6 +155,7 @@ pub fn for_each_line<T>(
     let mut buf = Vec::with_capacity(4096);
     let mut line_no = 0;
     let mut stats = ReadStats::default();
+    let mut sequence = Sequence::new(run_id);
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf).map_err(io_err)?;
@@ -102,12 +169,21 @@ pub fn for_each_line<T>(
             continue;
         }
         match parse(text) {
-            Ok((version, parsed)) => {
-                if version > SCHEMA_VERSION {
-                    return Err(TraceError::TooNew { path: path.to_path_buf(), line: line_no, found: version });
+            Ok((header, parsed)) => {
+                if header.schema_version > SCHEMA_VERSION {
+                    return Err(TraceError::TooNew {
+                        path: path.to_path_buf(),
+                        line: line_no,
+                        found: header.schema_version,
+                    });
                 }
+                sequence.check(&header).map_err(|message| TraceError::Sequence {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    message,
+                })?;
                 match parsed {
-                    Parsed::Known(item) => sink(item),
+                    Parsed::Known(item) => sink(&header, item),
                     Parsed::UnknownKind(kind) => *stats.skipped.entry(kind).or_default() += 1,
                 }
             }

@@ -120,6 +120,7 @@ fn write_ablate_run(run_dir: &Path) {
         git_commit: None,
         git_dirty: None,
         benchmark_digest: None,
+        benchmark_dirty: None,
         command: "ablate".into(),
         benchmark: "written".into(),
         profiles: vec!["local".into()],

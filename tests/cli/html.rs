@@ -68,10 +68,12 @@ fn the_html_report_is_self_contained_and_re_renders_byte_for_byte() {
         "exact sign test",
         "within noise (p = 0.0625, exact sign test)",
         "minimum detectable effect",
-        "By split",
     ] {
         assert!(text.contains(want), "report.html shows {want:?}");
     }
+    // Every smoke case is in train: no per-split table repeating the summary (a run of two
+    // splits has one: tests/cli/rundir.rs).
+    assert!(!text.contains("By split"), "report.html has no one-split breakdown");
     assert!(!text.contains("bootstrap"), "no report speaks of a bootstrap any more");
 
     // Re-rendering from the traces alone gives the same bytes.

@@ -20,6 +20,7 @@ mod plan;
 mod providers;
 mod report_snapshots;
 mod run;
+mod rundir;
 mod sandbox;
 mod trend;
 mod trend_html;

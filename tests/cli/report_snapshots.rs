@@ -1,7 +1,7 @@
 //! Snapshots (insta) of the reports a user reads after `hcbench matrix`: the terminal table on
 //! stdout, and `report.md`, `report.json`, `cells.csv` and `junit.xml` under RUN_DIR/reports.
-//! They come from the real binary over a small matrix (two cases, a passing and a failing
-//! profile), so a change to any report's content or layout shows up as a reviewable diff.
+//! They come from the real binary over a small matrix (three cases in two splits, a passing and
+//! a failing profile), so a change to any report's content or layout shows up as a reviewable diff.
 //!
 //! What differs between runs and machines is redacted before comparing, in the spirit of uv's
 //! test filters: the run id, the start time, wall times, and the agent spec's digest (it
@@ -25,7 +25,19 @@ fn matrix_reports_match_their_snapshots() {
     let out = tempfile::tempdir().unwrap();
     let run_dir = out.path().join("run");
     let live = Test::new()
-        .args(&["matrix", "--profiles", "oracle,nop", "--case", "bugfix-1", "--case", "context-1", "--out"])
+        // Two train cases and a heldout one: the reports break the run down by split.
+        .args(&[
+            "matrix",
+            "--profiles",
+            "oracle,nop",
+            "--case",
+            "bugfix-1",
+            "--case",
+            "context-1",
+            "--case",
+            "bugfix-8",
+        ])
+        .args(&["--out"])
         .arg_path(&run_dir)
         .run()
         .code(0);

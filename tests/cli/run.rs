@@ -280,7 +280,17 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
     let text = std::fs::read_to_string(&trace).unwrap();
     let before = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();
     let (first, rest) = text.split_once('\n').unwrap();
-    let newer_kind = r#"{"schema_version":1,"run_id":"r","cell_id":"good__oracle","seq":1,"ts":"t","kind":"subagent_spawned","data":{"notes":["x"]}}"#;
+    // The new event takes seq 1 of this run's trace, and the events after it move up by one
+    // (the reader checks the sequence).
+    let run_id = serde_json::from_str::<serde_json::Value>(first).unwrap()["run_id"].as_str().unwrap().to_string();
+    let newer_kind = format!(
+        r#"{{"schema_version":1,"run_id":"{run_id}","cell_id":"good__oracle","seq":1,"ts":"t","kind":"subagent_spawned","data":{{"notes":["x"]}}}}"#
+    );
+    let rest: String = rest
+        .lines()
+        .enumerate()
+        .map(|(i, l)| l.replacen(&format!("\"seq\":{},", i + 1), &format!("\"seq\":{},", i + 2), 1) + "\n")
+        .collect();
     std::fs::write(&trace, format!("{first}\n{newer_kind}\n{rest}")).unwrap();
 
     let after = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();
