@@ -66,8 +66,8 @@ impl Breaker {
         }
         s.open = Some(format!(
             "profile `{}` is unreachable: {} consecutive connection failures on {url} (last: {detail}); \
-             its remaining requests and cells were not run. Start the server or fix base_url, then resume the run \
-             to run them (max_connect_failures in the models file sets the threshold; 0 turns the breaker off)",
+             its remaining requests and cells were not run. Start the server or fix base_url, then run them with \
+             `hcbench matrix --resume RUN_DIR --retry-errors` (max_connect_failures in the models file sets the threshold; 0 turns the breaker off)",
             self.profile, s.consecutive
         ));
         true

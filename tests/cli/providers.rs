@@ -938,7 +938,7 @@ fn an_unreachable_server_opens_the_breaker_and_the_remaining_cells_do_not_run() 
     assert!(skipped.len() >= 7, "every cell after the breaker opened ends with its reason: {}", skipped.len());
     let reason = skipped[0]["reason"].as_str().unwrap();
     assert!(reason.contains("profile `down` is unreachable: 5 consecutive connection failures"), "{reason}");
-    assert!(reason.contains("resume the run"), "{reason}");
+    assert!(reason.contains("--resume RUN_DIR --retry-errors"), "{reason}");
     assert_eq!(out.stderr.matches("is unreachable").count(), 1, "said once:\n{}", out.stderr);
     // Cells that start after the breaker opened are not run: no context, no request. At most
     // five cells can have made the five failed attempts, so at least three of eight never ran.
