@@ -45,7 +45,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// List a benchmark's cases with category, split and fixture size.
     List(ListArgs),
-    /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (policy) violator agents fail.
+    /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (where a case asks) violator agents fail.
     Validate(ValidateArgs),
     /// The optimization loop's commit gate: file guard, regression set, full benchmark, promotion (exit 0 commit, 1 revert).
     Gate(GateArgs),

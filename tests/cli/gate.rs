@@ -39,7 +39,7 @@ impl Project {
     /// The same files, without git.
     fn files(train: &[&str], test: &[&str], extra: &str) -> Project {
         let p = Project { dir: tempfile::tempdir().unwrap(), tmp: tempfile::tempdir().unwrap() };
-        p.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: gate tests\n");
+        p.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: gate tests\ncategories: [bugfix]\n");
         p.write("fixtures/calc/calc.py", "def add(a, b):\n    return a - b\n");
         for (ids, split) in [(train, "train"), (test, "test")] {
             for id in ids {
