@@ -738,3 +738,172 @@ pub fn check_programs(bench: &Benchmark, ids: &[String], search: &std::ffi::OsSt
     }
     if problems.is_empty() { Ok(()) } else { Err(LoadError::Invalid { name: bench.name.clone(), problems }) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A project with benchmark `b` and fixture `calc`; `cases` are (id, case YAML, oracle YAML).
+    fn project(meta: &str, cases: &[(&str, &str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = dir.path().join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        };
+        write("benchmarks/b/benchmark.yaml", meta);
+        write("fixtures/calc/calc.py", "def add(a, b):\n    return a - b\n");
+        write("fixtures/calc/tests/test_calc.py", "import unittest\n");
+        for (id, case, oracle) in cases {
+            write(&format!("benchmarks/b/cases/{id}.yaml"), case);
+            write(&format!("benchmarks/b/oracle/{id}.yaml"), oracle);
+        }
+        dir
+    }
+
+    const META: &str =
+        "name: b\ncategories: [codegen, bugfix]\ndefaults:\n  step_budget: 5\n  tests: {runner: unittest}\n";
+    const ORACLE: &str =
+        "actions:\n  - {tool: edit_file, args: {path: calc.py, old: a - b, new: a + b}}\n  - {tool: finish}\n";
+
+    fn case(id: &str, extra: &str) -> String {
+        format!("id: {id}\ncategory: codegen\nsplit: train\nfixture: calc\nprompt: fix add\n{extra}")
+    }
+
+    fn problems(dir: &tempfile::TempDir) -> Vec<Problem> {
+        match load_benchmark(dir.path(), "b") {
+            Err(LoadError::Invalid { problems, .. }) => problems,
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    fn fields(problems: &[Problem]) -> Vec<(String, String)> {
+        problems
+            .iter()
+            .map(|p| (p.file.file_name().unwrap().to_string_lossy().into_owned(), p.field.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn a_benchmark_declares_its_own_categories() {
+        let dir = project(META, &[("c-1", &case("c-1", ""), ORACLE)]);
+        let bench = load_benchmark(dir.path(), "b").unwrap();
+        assert_eq!(bench.categories, ["codegen", "bugfix"]);
+        assert_eq!(bench.cases[0].category, "codegen");
+
+        let dir = project(META, &[("c-1", &case("c-1", "").replace("codegen", "codgen"), ORACLE)]);
+        let p = problems(&dir);
+        assert_eq!(fields(&p), [("c-1.yaml".into(), "category".into())]);
+        assert!(
+            p[0].message.contains("`codgen` is not declared in benchmark.yaml (declared: codegen, bugfix)"),
+            "{}",
+            p[0]
+        );
+
+        let dir = project(
+            "name: b\ndefaults: {step_budget: 5, tests: {runner: unittest}}\n",
+            &[("c-1", &case("c-1", ""), ORACLE)],
+        );
+        let p = problems(&dir);
+        assert_eq!(fields(&p), [("benchmark.yaml".into(), "categories".into())], "{p:?}");
+        assert!(p[0].message.contains("is missing; declare the categories"), "{}", p[0]);
+    }
+
+    #[test]
+    fn a_typo_in_the_defaults_is_one_problem_not_two_per_case() {
+        let meta = META.replace("step_budget", "step_budjet");
+        let cases: Vec<(String, String)> = (1..=5).map(|i| (format!("c-{i}"), case(&format!("c-{i}"), ""))).collect();
+        let mut refs: Vec<(&str, &str, &str)> = cases.iter().map(|(id, c)| (id.as_str(), c.as_str(), ORACLE)).collect();
+        // A problem of a case's own is still reported, and so is an undeclared category (the
+        // declared list is read from the file that does not load as a whole).
+        let own = case("c-6", "").replace("codegen", "codgen").replace("fixture: calc", "fixture: nowhere");
+        refs.push(("c-6", &own, ORACLE));
+        let dir = project(&meta, &refs);
+        let p = problems(&dir);
+        assert_eq!(
+            fields(&p),
+            [
+                ("benchmark.yaml".into(), String::new()),
+                ("c-6.yaml".into(), "category".into()),
+                ("c-6.yaml".into(), "fixture".into())
+            ],
+            "{p:#?}"
+        );
+        assert!(p[0].message.contains("step_budjet"), "{}", p[0]);
+        assert!(
+            p[0].message.contains("12 problems of case files that may follow from this are not listed"),
+            "{}",
+            p[0]
+        );
+    }
+
+    #[test]
+    fn a_missing_fixture_is_one_problem() {
+        let text = case("c-1", "tests: {start_dir: tests}\nverifier:\n  unchanged: [tests/test_calc.py]\n")
+            .replace("fixture: calc\n", "");
+        let dir = project(META, &[("c-1", &text, ORACLE)]);
+        let p = problems(&dir);
+        assert_eq!(fields(&p), [("c-1.yaml".into(), "fixture".into())], "{p:#?}");
+    }
+
+    #[test]
+    fn oracle_arguments_are_checked_naming_file_action_and_field() {
+        let oracle =
+            "actions:\n  - {tool: write_file, args: {pth: calc.py, content: x, overwite: true}}\n  - {tool: finish}\n";
+        let dir = project(META, &[("c-1", &case("c-1", ""), oracle)]);
+        let p = problems(&dir);
+        assert_eq!(
+            fields(&p),
+            [
+                ("c-1.yaml".into(), "actions[0].args.overwite".into()),
+                ("c-1.yaml".into(), "actions[0].args.pth".into()),
+                ("c-1.yaml".into(), "actions[0].args.path".into()),
+            ]
+        );
+        assert!(p.iter().all(|p| p.file.ends_with("oracle/c-1.yaml")), "{p:?}");
+        assert!(
+            p[1].to_string().contains("case `c-1`: field `actions[0].args.pth`: is not an argument of `write_file`"),
+            "{}",
+            p[1]
+        );
+    }
+
+    #[test]
+    fn controls_are_a_case_field() {
+        let dir = project(META, &[("c-1", &case("c-1", "controls: [violator]\n"), ORACLE)]);
+        assert_eq!(load_benchmark(dir.path(), "b").unwrap().cases[0].controls, [Control::Violator]);
+        let dir = project(META, &[("c-1", &case("c-1", "controls: [violater]\n"), ORACLE)]);
+        let p = problems(&dir);
+        assert_eq!(fields(&p), [("c-1.yaml".into(), "controls".into())]);
+        assert!(p[0].message.contains("`violater` is not a control; known: violator"), "{}", p[0]);
+    }
+
+    #[test]
+    fn programs_that_cannot_start_are_named_with_case_file_and_field() {
+        let meta = "name: b\ncategories: [codegen]\ndefaults: {step_budget: 5}\n";
+        let dir = project(
+            meta,
+            &[
+                ("c-1", &case("c-1", "test_command: [pyhton3, -m, unittest]\n"), ORACLE),
+                (
+                    "c-2",
+                    &case("c-2", "test_command: ['true']\nverifier:\n  command: ['{benchmark_dir}/verifiers/check']\n"),
+                    ORACLE,
+                ),
+                ("c-3", &case("c-3", "test_command: ['true']\n"), ORACLE),
+            ],
+        );
+        let bench = load_benchmark(dir.path(), "b").expect("programs are checked where the PATH is known");
+        let ids: Vec<String> = bench.cases.iter().map(|c| c.id.clone()).collect();
+        let path = std::env::var_os("PATH").unwrap();
+        let Err(LoadError::Invalid { problems, .. }) = check_programs(&bench, &ids, &path) else { panic!() };
+        assert_eq!(
+            fields(&problems),
+            [("c-1.yaml".into(), "test_command".into()), ("c-2.yaml".into(), "verifier.command".into())]
+        );
+        assert!(problems[0].message.contains("`pyhton3` is not found on the PATH"), "{}", problems[0]);
+        assert!(problems[1].message.contains("verifiers/check` is not an executable file"), "{}", problems[1]);
+        // Only the selected cases are checked.
+        assert!(check_programs(&bench, &["c-3".to_string()], &path).is_ok());
+    }
+}
