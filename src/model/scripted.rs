@@ -23,6 +23,11 @@
 //! The branch is decided when it is reached, against the context of that turn, and its
 //! actions take its place in the queue (branches may nest).
 //!
+//! Every action is checked against the tool table when the script loads, as an oracle's are:
+//! a misspelt argument is an error naming the step and field, not a run of failed cells. A
+//! script that stands in for a model that errs marks the malformed action
+//! `{tool: edit_file, args: {path: a.py}, unchecked: true}`: it is sent as written.
+//!
 //! `noise` makes the script behave like a noisy model for tests and offline demos of the
 //! paired gate: each cell's epoch independently replaces its actions with an immediate
 //! `finish` with probability `noise`. The draw depends only on (seed, case id, epoch), so the
@@ -177,12 +182,29 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
                     }
                 }
             }
-            _ => problems.extend(
-                crate::bench::check_action(step).into_iter().map(|p| format!("field `{}`: {}", p.at(&at), p.message)),
-            ),
+            Some(action) if action.contains_key(UNCHECKED) => match action.get(UNCHECKED) {
+                // Sent as written: a script standing in for a model that errs.
+                Some(serde_json::Value::Bool(true)) => {}
+                Some(serde_json::Value::Bool(false)) => {
+                    let mut action = action.clone();
+                    action.remove(UNCHECKED);
+                    check_action_at(&serde_json::Value::Object(action), &at, problems);
+                }
+                _ => problems.push(format!("field `{at}.{UNCHECKED}`: must be true or false")),
+            },
+            _ => check_action_at(step, &at, problems),
         }
     }
 }
+
+fn check_action_at(action: &serde_json::Value, at: &str, problems: &mut Vec<String>) {
+    problems
+        .extend(crate::bench::check_action(action).into_iter().map(|p| format!("field `{}`: {}", p.at(at), p.message)));
+}
+
+/// The key that exempts one action from the check (`unchecked: true`), for scripts that test
+/// how the agent handles a malformed action: the action is sent to the agent as written.
+const UNCHECKED: &str = "unchecked";
 
 /// The keys of a [`Branch`] step, as its serde names them.
 const BRANCH_KEYS: [&str; 4] = ["if_shown", "section", "then", "else"];
@@ -243,6 +265,13 @@ mod tests {
         assert!(e.contains("field `default[0].els`: is not a key of a branch"), "{e}");
         let e = load("default: [{tool: finish, args: {answer: x}, extra: 1}]\n").unwrap_err();
         assert!(e.contains("field `default[0].extra`"), "{e}");
+        // A deliberately malformed action says so, and is then sent as written.
+        let malformed = "default: [{tool: edit_file, args: {path: a.py}, unchecked: true}]\n";
+        assert_eq!(load(malformed), Ok(()));
+        let e = load(&malformed.replace("true", "false")).unwrap_err();
+        assert!(e.contains("field `default[0].args.old`: is missing"), "{e}");
+        let e = load(&malformed.replace("true", "1")).unwrap_err();
+        assert!(e.contains("field `default[0].unchecked`: must be true or false"), "{e}");
         assert_eq!(
             load(
                 "default: [{tool: run_tests}, {tool: finish}]\ncases: {a: [{tool: run_command, args: {argv: [ls]}}]}\n"
