@@ -17,7 +17,6 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-
 use serde_json::Value;
 
 use super::actions::check_action;
