@@ -11,7 +11,7 @@ pub struct Cli {
     /// More diagnostics on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
-    /// Project root holding benchmarks/, fixtures/, suites/ and workspace/.
+    /// Project root holding benchmarks/, fixtures/ and workspace/.
     #[arg(long, global = true, env = "HCBENCH_ROOT", default_value = ".")]
     pub root: PathBuf,
     /// Agent spec directory (default: $HCBENCH_AGENT, else <root>/agent when it exists, else the embedded default).
@@ -45,7 +45,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// List a benchmark's cases with category, split and fixture size.
     List(ListArgs),
-    /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (policy) violator agents fail.
+    /// Prove every case sound: baseline fails, oracle passes twice, nop, tamper and (where a case asks) violator agents fail.
     Validate(ValidateArgs),
     /// The optimization loop's commit gate: file guard, regression set, full benchmark, promotion (exit 0 commit, 1 revert).
     Gate(GateArgs),
@@ -63,7 +63,7 @@ pub struct Selection {
     /// Benchmark folder under benchmarks/.
     #[arg(long, default_value = "hc-bench")]
     pub benchmark: String,
-    /// Named selection of cases from suites/<SUITE>.yaml.
+    /// Named selection of cases from benchmarks/<BENCHMARK>/suites/<SUITE>.yaml (or that file's path).
     #[arg(long)]
     pub suite: Option<String>,
     /// Only cases of this split.

@@ -304,6 +304,14 @@ impl Settings {
         Ok(Selected { benchmark, case_ids: ids })
     }
 
+    /// Refuses a selection whose cases name a program their cells could not start: checked
+    /// here, where the sandbox is known, against the PATH the cells' commands will get.
+    fn check_programs(selected: &Selected, isolation: &Isolation) -> Result<(), SettingsError> {
+        let env = crate::sandbox::child_env(&isolation.sandbox, &[]);
+        let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
+        Ok(crate::bench::check_programs(&selected.benchmark, &selected.case_ids, search.as_ref())?)
+    }
+
     /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
     /// The results history folder: the flag as given, else `<root>/reports/history`.
     pub fn history_dir(&self, flag: Option<&Path>) -> PathBuf {
@@ -319,6 +327,8 @@ impl Settings {
         let profiles = self.profiles(args.models.as_deref(), None, Some(std::slice::from_ref(&args.profile)))?;
         let profile = self.profile(&profiles, &args.profile, args.script.as_deref())?;
         let run_id = crate::rundir::new_run_id();
+        let isolation = self.isolation()?;
+        Self::check_programs(&selected, &isolation)?;
         Ok(RunSettings {
             selected,
             profile,
@@ -328,7 +338,7 @@ impl Settings {
             run_id,
             format: args.format,
             records_train_results: args.selection.split.as_deref() == Some("train"),
-            isolation: self.isolation()?,
+            isolation,
             thresholds: thresholds(&args.thresholds)?,
         })
     }
@@ -369,6 +379,9 @@ impl Settings {
         };
         let history = (!args.control.no_history).then(|| self.history_dir(args.control.history.as_deref()));
         let isolation = self.isolation()?;
+        if let MatrixStart::New { selected, .. } = &start {
+            Self::check_programs(selected, &isolation)?;
+        }
         Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history, isolation })
     }
 
@@ -417,14 +430,17 @@ impl Settings {
 
     pub fn validate(&self, args: ValidateArgs) -> Result<ValidateSettings, SettingsError> {
         let run_id = crate::rundir::new_run_id();
+        let selected = self.select(&args.selection)?;
+        let isolation = self.isolation()?;
+        Self::check_programs(&selected, &isolation)?;
         Ok(ValidateSettings {
-            selected: self.select(&args.selection)?,
+            selected,
             spec: self.spec()?,
             jobs: jobs(args.jobs, None)?,
             run_dir: self.run_dir(args.out.as_deref(), "validate", &run_id),
             run_id,
             format: args.format,
-            isolation: self.isolation()?,
+            isolation,
         })
     }
 }

@@ -5,6 +5,7 @@
 //! downstream sees the raw YAML types: they are turned into [`Case`] here, with defaults
 //! applied and every path resolved.
 
+mod actions;
 mod load;
 pub mod suite;
 
@@ -17,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::action::{Action, Tool};
 use crate::sandbox::Limits;
 
-pub use load::{LoadError, Problem, load_benchmark};
+pub(crate) use actions::check_action;
+pub use load::{LoadError, Problem, check_programs, load_benchmark};
 
 /// A loaded, validated benchmark.
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub struct Benchmark {
     pub description: String,
     /// Absolute path of `benchmarks/<name>`.
     pub dir: PathBuf,
+    /// The categories `benchmark.yaml` declares, in its order; every case has one of them.
+    pub categories: Vec<String>,
     /// Sorted naturally by id.
     pub cases: Vec<Case>,
 }
@@ -74,36 +78,33 @@ pub fn digest(root: &Path, bench: &Benchmark) -> std::io::Result<String> {
     Ok(crate::util::hex(&hash.finalize()))
 }
 
+/// An extra control agent `hcbench validate` runs on a case, beyond the ones every case gets
+/// (baseline, oracle twice, nop, tamper and the attacks). A case asks for one with
+/// `controls: [violator]`; which controls a case needs is a property of the case, not of its
+/// category, so a benchmark may name its categories as it likes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Category {
-    Bugfix,
-    Recovery,
-    Greenfield,
-    Context,
-    Policy,
+pub enum Control {
+    /// The oracle's fix preceded by one action the policy denies (a network command): a case
+    /// whose passing must require staying inside the policy fails it.
+    Violator,
 }
 
-impl Category {
-    pub const ALL: [Category; 5] =
-        [Category::Bugfix, Category::Recovery, Category::Greenfield, Category::Context, Category::Policy];
+impl Control {
+    pub const ALL: [Control; 1] = [Control::Violator];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Category::Bugfix => "bugfix",
-            Category::Recovery => "recovery",
-            Category::Greenfield => "greenfield",
-            Category::Context => "context",
-            Category::Policy => "policy",
+            Control::Violator => "violator",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Category> {
-        Category::ALL.into_iter().find(|c| c.as_str() == s)
+    pub fn parse(s: &str) -> Option<Control> {
+        Control::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 
-impl fmt::Display for Category {
+impl fmt::Display for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -143,7 +144,8 @@ impl fmt::Display for Split {
 #[derive(Debug, Clone)]
 pub struct Case {
     pub id: String,
-    pub category: Category,
+    /// One of the benchmark's declared categories; reports group by it, nothing else reads it.
+    pub category: String,
     pub split: Split,
     /// Name of the folder under `fixtures/`.
     pub fixture: String,
@@ -165,6 +167,8 @@ pub struct Case {
     pub verifier: VerifierSpec,
     /// The oracle's known-good actions, in order.
     pub oracle: Vec<Action>,
+    /// Extra controls `hcbench validate` runs on this case (`controls:`).
+    pub controls: Vec<Control>,
     /// The case file, for error messages.
     pub file: PathBuf,
 }
@@ -212,7 +216,7 @@ impl Case {
     pub(crate) fn sample() -> Case {
         Case {
             id: "t".into(),
-            category: Category::Bugfix,
+            category: "bugfix".into(),
             split: Split::Train,
             fixture: "t".into(),
             fixture_dir: PathBuf::new(),
@@ -226,6 +230,7 @@ impl Case {
             tests: TestSpec::Command(vec!["true".into()]),
             verifier: VerifierSpec::default(),
             oracle: vec![],
+            controls: vec![],
             file: PathBuf::new(),
         }
     }

@@ -1,24 +1,44 @@
-//! Suites: named selections of a benchmark's cases (`suites/<name>.yaml`).
+//! Suites: named selections of one benchmark's cases, `benchmarks/<name>/suites/<suite>.yaml`.
 //!
 //! A suite lists case ids explicitly, or selects by split and category, or both (the union of
-//! the explicit ids and the selector). Unknown ids are an error, never silently skipped.
+//! the explicit ids and the selector). Unknown ids are an error, never silently skipped, and so
+//! is an id listed twice.
+//!
+//! A suite belongs to the benchmark whose folder holds it. Suites used to live in one
+//! project-wide `suites/` folder, where `--benchmark humaneval --suite train` quietly took
+//! another benchmark's file; now a suite is looked up only in the selected benchmark's
+//! `suites/`, and asking for another benchmark's suite says whose it is. `--suite` takes the
+//! suite's name (`smoke`) or the path of its file, and a path outside the benchmark's `suites/`
+//! folder is refused.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Benchmark, Case, Category, Split};
+use super::{Benchmark, Case, Split};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
-    #[error("no suite `{name}`: {path} does not exist (available: {available})")]
-    NotFound { name: String, path: PathBuf, available: String },
+    #[error("benchmark `{benchmark}` has no suite `{name}`: {path} does not exist (its suites: {available}){hint}")]
+    NotFound { name: String, benchmark: String, path: PathBuf, available: String, hint: String },
+    #[error(
+        "--suite {given}: {path} is a suite of benchmark `{owner}`, not of `{benchmark}`; run it with `--benchmark {owner}`"
+    )]
+    OtherBenchmark { given: String, path: PathBuf, owner: String, benchmark: String },
+    #[error(
+        "--suite {given}: {path} is outside {dir}; a suite is a YAML file in the benchmark's suites/ folder, \
+         named by its file name without .yaml (e.g. --suite smoke)"
+    )]
+    Outside { given: String, path: PathBuf, dir: PathBuf },
     #[error("suite file {path} is not valid: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error(
         "suite file {path}: field `cases`: `{id}` is not a case of benchmark `{benchmark}`; fix the id or remove it"
     )]
     UnknownCase { path: PathBuf, id: String, benchmark: String },
+    #[error("suite file {path}: field `cases`: `{id}` is listed twice; list each case once")]
+    Duplicate { path: PathBuf, id: String },
 }
 
 #[derive(Debug, Deserialize)]
@@ -35,28 +55,23 @@ struct RawSuite {
     categories: Vec<String>,
 }
 
-/// Returns the ids of `bench`'s cases selected by suite `name`, in benchmark order.
-pub fn select_suite(root: &Path, name: &str, bench: &Benchmark) -> Result<Vec<String>, SuiteError> {
-    let path = root.join("suites").join(format!("{name}.yaml"));
-    if !path.is_file() {
-        let mut available: Vec<String> = std::fs::read_dir(root.join("suites"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter_map(|e| e.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        available.sort();
-        return Err(SuiteError::NotFound {
-            name: name.into(),
-            path,
-            available: if available.is_empty() { "none".into() } else { available.join(", ") },
-        });
-    }
+/// The folder of `bench`'s suites.
+pub fn suites_dir(bench: &Benchmark) -> PathBuf {
+    bench.dir.join("suites")
+}
+
+/// Returns the ids of `bench`'s cases selected by suite `given` (a name, or the path of a file
+/// in the benchmark's `suites/`), in benchmark order.
+pub fn select_suite(root: &Path, given: &str, bench: &Benchmark) -> Result<Vec<String>, SuiteError> {
+    let path = suite_file(root, given, bench)?;
     let invalid = |message: String| SuiteError::Invalid { path: path.clone(), message };
     let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
     let raw: RawSuite = serde_saphyr::from_str(&text).map_err(|e| invalid(crate::util::yaml_error(&e, &path)))?;
+    let mut listed = BTreeSet::new();
     for id in &raw.cases {
+        if !listed.insert(id.as_str()) {
+            return Err(SuiteError::Duplicate { path, id: id.clone() });
+        }
         if bench.case(id).is_none() {
             return Err(SuiteError::UnknownCase { path, id: id.clone(), benchmark: bench.name.clone() });
         }
@@ -67,17 +82,107 @@ pub fn select_suite(root: &Path, name: &str, bench: &Benchmark) -> Result<Vec<St
             Split::parse(s).ok_or_else(|| invalid(format!("field `splits`: `{s}` is not train, test or heldout")))?,
         );
     }
-    let mut categories = Vec::new();
     for c in &raw.categories {
-        categories
-            .push(Category::parse(c).ok_or_else(|| invalid(format!("field `categories`: `{c}` is not a category")))?);
+        if !bench.categories.contains(c) {
+            return Err(invalid(format!(
+                "field `categories`: `{c}` is not a category of benchmark `{}` (declared: {})",
+                bench.name,
+                bench.categories.join(", ")
+            )));
+        }
     }
-    let has_selector = !splits.is_empty() || !categories.is_empty();
+    let has_selector = !splits.is_empty() || !raw.categories.is_empty();
     let selected = |c: &Case| {
-        raw.cases.iter().any(|id| id == &c.id)
+        listed.contains(c.id.as_str())
             || (has_selector
                 && (splits.is_empty() || splits.contains(&c.split))
-                && (categories.is_empty() || categories.contains(&c.category)))
+                && (raw.categories.is_empty() || raw.categories.contains(&c.category)))
     };
     Ok(bench.cases.iter().filter(|c| selected(c)).map(|c| c.id.clone()).collect())
+}
+
+/// The suite file `given` names for `bench`: `<suites>/<given>.yaml` for a name, the file
+/// itself for a path (which must lie in the benchmark's suites folder).
+fn suite_file(root: &Path, given: &str, bench: &Benchmark) -> Result<PathBuf, SuiteError> {
+    let dir = suites_dir(bench);
+    let is_path = given.contains('/') || given.ends_with(".yaml") || given.ends_with(".yml");
+    if !is_path {
+        let path = dir.join(format!("{given}.yaml"));
+        if path.is_file() {
+            return Ok(path);
+        }
+        return Err(SuiteError::NotFound {
+            name: given.into(),
+            benchmark: bench.name.clone(),
+            available: names_in(&dir),
+            hint: elsewhere(root, given, bench),
+            path,
+        });
+    }
+    let given_path = Path::new(given);
+    let Ok(file) = given_path.canonicalize() else {
+        return Err(SuiteError::Invalid { path: given_path.to_path_buf(), message: "does not exist".into() });
+    };
+    let folder = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    if folder == dir.canonicalize().unwrap_or_else(|_| dir.clone()) {
+        return Ok(file);
+    }
+    // Another benchmark's suite is named as such; anything else is outside.
+    let benchmarks = root.join("benchmarks").canonicalize().unwrap_or_else(|_| root.join("benchmarks"));
+    if folder.file_name().is_some_and(|n| n == "suites")
+        && let Some(owner_dir) = folder.parent()
+        && owner_dir.parent() == Some(benchmarks.as_path())
+        && owner_dir.join("benchmark.yaml").is_file()
+    {
+        let owner = owner_dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        return Err(SuiteError::OtherBenchmark {
+            given: given.into(),
+            path: file,
+            owner,
+            benchmark: bench.name.clone(),
+        });
+    }
+    Err(SuiteError::Outside { given: given.into(), path: file, dir })
+}
+
+/// Where a suite `name` that `bench` lacks does exist: another benchmark's, or a file of the
+/// project-wide `suites/` folder that suites used to live in. Empty when nowhere.
+fn elsewhere(root: &Path, name: &str, bench: &Benchmark) -> String {
+    let mut owners: Vec<String> = std::fs::read_dir(root.join("benchmarks"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy() != bench.name)
+                .filter(|e| e.path().join("suites").join(format!("{name}.yaml")).is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    owners.sort();
+    if let Some(owner) = owners.first() {
+        return format!("; `{name}` is a suite of benchmark `{owner}`: run it with `--benchmark {owner}`");
+    }
+    let old = root.join("suites").join(format!("{name}.yaml"));
+    if old.is_file() {
+        return format!(
+            "; {} is not read: a suite belongs to one benchmark, move it to {}/",
+            old.display(),
+            suites_dir(bench).display()
+        );
+    }
+    String::new()
+}
+
+/// The suite names in `dir`, sorted and comma-separated, or `none`.
+fn names_in(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.is_empty() { "none".into() } else { names.join(", ") }
 }

@@ -23,6 +23,11 @@
 //! The branch is decided when it is reached, against the context of that turn, and its
 //! actions take its place in the queue (branches may nest).
 //!
+//! Every action is checked against the tool table when the script loads, as an oracle's are:
+//! a misspelt argument is an error naming the step and field, not a run of failed cells. A
+//! script that stands in for a model that errs marks the malformed action
+//! `{tool: edit_file, args: {path: a.py}, unchecked: true}`: it is sent as written.
+//!
 //! `noise` makes the script behave like a noisy model for tests and offline demos of the
 //! paired gate: each cell's epoch independently replaces its actions with an immediate
 //! `finish` with probability `noise`. The draw depends only on (seed, case id, epoch), so the
@@ -115,10 +120,19 @@ impl Script {
         }
     }
 
+    /// Reads and checks a script file. Every action in it is checked against the tool table
+    /// first, as an oracle's are (`bench::check_action`): a misspelt argument would otherwise
+    /// be dropped without a word, and every cell would fail instead of the file being refused.
     pub fn load(path: &Path) -> Result<Script, ScriptError> {
         let err = |message: String| ScriptError { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let mut script: Script = serde_saphyr::from_str(&text).map_err(|e| err(crate::util::yaml_error(&e, path)))?;
+        let yaml_err = |e: serde_saphyr::Error| err(crate::util::yaml_error(&e, path));
+        let value: serde_json::Value = serde_saphyr::from_str(&text).map_err(yaml_err)?;
+        let problems = check_steps_of(&value);
+        if !problems.is_empty() {
+            return Err(err(problems.join("; ")));
+        }
+        let mut script: Script = serde_saphyr::from_str(&text).map_err(yaml_err)?;
         script.label = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         if !(0.0..=1.0).contains(&script.noise) {
             return Err(err(format!("field `noise`: {} is not a probability between 0 and 1", script.noise)));
@@ -134,6 +148,66 @@ impl Script {
         self.cases.get(&case.id).cloned().unwrap_or_else(|| self.default.clone())
     }
 }
+
+/// Every problem of the steps of a script file's `default` and `cases`, each naming its field
+/// (`cases.bugfix-1[2].args.path: ...`). Other shapes are left to serde, whose message is as good.
+fn check_steps_of(script: &serde_json::Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(steps) = script.get("default") {
+        check_steps(steps, "default", &mut problems);
+    }
+    if let Some(cases) = script.get("cases").and_then(|c| c.as_object()) {
+        for (id, steps) in cases {
+            check_steps(steps, &format!("cases.{id}"), &mut problems);
+        }
+    }
+    problems
+}
+
+fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) {
+    let Some(steps) = steps.as_array() else { return };
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        match step.as_object() {
+            Some(branch) if branch.contains_key("if_shown") => {
+                for key in branch.keys().filter(|k| !BRANCH_KEYS.contains(&k.as_str())) {
+                    problems.push(format!(
+                        "field `{at}.{key}`: is not a key of a branch; a branch has {}",
+                        BRANCH_KEYS.join(", ")
+                    ));
+                }
+                for key in ["then", "else"] {
+                    if let Some(inner) = branch.get(key) {
+                        check_steps(inner, &format!("{at}.{key}"), problems);
+                    }
+                }
+            }
+            Some(action) if action.contains_key(UNCHECKED) => match action.get(UNCHECKED) {
+                // Sent as written: a script standing in for a model that errs.
+                Some(serde_json::Value::Bool(true)) => {}
+                Some(serde_json::Value::Bool(false)) => {
+                    let mut action = action.clone();
+                    action.remove(UNCHECKED);
+                    check_action_at(&serde_json::Value::Object(action), &at, problems);
+                }
+                _ => problems.push(format!("field `{at}.{UNCHECKED}`: must be true or false")),
+            },
+            _ => check_action_at(step, &at, problems),
+        }
+    }
+}
+
+fn check_action_at(action: &serde_json::Value, at: &str, problems: &mut Vec<String>) {
+    problems
+        .extend(crate::bench::check_action(action).into_iter().map(|p| format!("field `{}`: {}", p.at(at), p.message)));
+}
+
+/// The key that exempts one action from the check (`unchecked: true`), for scripts that test
+/// how the agent handles a malformed action: the action is sent to the agent as written.
+const UNCHECKED: &str = "unchecked";
+
+/// The keys of a [`Branch`] step, as its serde names them.
+const BRANCH_KEYS: [&str; 4] = ["if_shown", "section", "then", "else"];
 
 /// A uniform draw in [0, 1) that depends only on its inputs (FNV-1a of the case id, so it is
 /// stable across platforms and Rust versions, unlike the std hasher).
@@ -169,5 +243,40 @@ mod tests {
         let elsewhere = [("observations".to_string(), "catalog.py".to_string())];
         assert_eq!(b.choose(&elsewhere), &b.otherwise[..], "only the named section counts");
         assert!(serde_saphyr::from_str::<Script>("default: [{if_shown: x, then: [], els: []}]\n").is_err());
+    }
+
+    #[test]
+    fn a_script_with_a_bad_action_is_refused_naming_the_step_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.yaml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Script::load(&file).map(|_| ()).map_err(|e| e.to_string())
+        };
+        let e = load("cases:\n  c-1:\n    - {tool: read_file, args: {path: a.py}}\n    - {tool: write_file, args: {pth: a.py, content: x}}\n").unwrap_err();
+        assert!(e.contains("field `cases.c-1[1].args.pth`: is not an argument of `write_file`"), "{e}");
+        assert!(e.contains("field `cases.c-1[1].args.path`: is missing"), "{e}");
+        assert!(e.contains("s.yaml"), "names the file: {e}");
+        let e = load(
+            "default:\n  - if_shown: x\n    then: [{tool: edit_file, args: {path: a, old: b, nwe: c}}]\n    els: []\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("field `default[0].then[0].args.nwe`"), "{e}");
+        assert!(e.contains("field `default[0].els`: is not a key of a branch"), "{e}");
+        let e = load("default: [{tool: finish, args: {answer: x}, extra: 1}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].extra`"), "{e}");
+        // A deliberately malformed action says so, and is then sent as written.
+        let malformed = "default: [{tool: edit_file, args: {path: a.py}, unchecked: true}]\n";
+        assert_eq!(load(malformed), Ok(()));
+        let e = load(&malformed.replace("true", "false")).unwrap_err();
+        assert!(e.contains("field `default[0].args.old`: is missing"), "{e}");
+        let e = load(&malformed.replace("true", "1")).unwrap_err();
+        assert!(e.contains("field `default[0].unchecked`: must be true or false"), "{e}");
+        assert_eq!(
+            load(
+                "default: [{tool: run_tests}, {tool: finish}]\ncases: {a: [{tool: run_command, args: {argv: [ls]}}]}\n"
+            ),
+            Ok(())
+        );
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! For every case, in parallel: the baseline tests fail (seen through the nop agent, which
 //! finishes at once), the oracle passes, the oracle passes again with the same verdict, the nop
-//! agent fails, and a tamper agent that weakens the tests fails. Policy cases get one more
-//! control: a violator that attempts a denied action and then applies the oracle's fix must
-//! fail, so passing really requires staying inside the policy. Then the exploit controls
+//! agent fails, and a tamper agent that weakens the tests fails. Cases that ask for it with
+//! `controls: [violator]` (HC-Bench's policy cases) get one more control: a violator that
+//! attempts a denied action and then applies the oracle's fix must fail, so passing really
+//! requires staying inside the policy. Then the exploit controls
 //! ([`attacks`]): a fixed set of scripted attacks, each of which tries to get the case passed
 //! without solving it, must all fail (outcome not `passed`, reward 0). A case that misses any
 //! of these is unsound and is named with the reason (and the attack); the exit code is then 1.
@@ -25,7 +26,7 @@ use serde::Serialize;
 
 use self::attacks::Attack;
 use crate::action::Action;
-use crate::bench::{Benchmark, Case, Category};
+use crate::bench::{Benchmark, Case, Control};
 use crate::engine;
 use crate::events::EngineSink;
 use crate::exit;
@@ -103,9 +104,12 @@ pub(crate) fn run(
     // The attacks are profiles named after themselves, planned for every case beside the
     // other controls, so they share the engine's parallelism and the run directory.
     profiles.extend(Attack::ALL.iter().map(|a| Profile::scripted(a.name(), a.script(root, bench, ids))));
-    let policy_ids: Vec<String> =
-        ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.category == Category::Policy)).cloned().collect();
-    let violator = Profile::scripted("violator", violator_script(bench, &policy_ids));
+    let violator_ids: Vec<String> = ids
+        .iter()
+        .filter(|id| bench.case(id).is_some_and(|c| c.controls.contains(&Control::Violator)))
+        .cloned()
+        .collect();
+    let violator = Profile::scripted("violator", violator_script(bench, &violator_ids));
     let plan = Plan {
         command: "validate",
         run_id,
@@ -119,7 +123,7 @@ pub(crate) fn run(
     let run = RunDir::create(&settings.run_dir, Manifest::new(plan, root, bench, ids))?;
     let target = engine::Target { run_id, run_dir: run.path(), isolation: &settings.isolation };
     let mut cells = engine::plan(target, bench, ids, &profiles, 1, spec);
-    cells.extend(engine::plan(target, bench, &policy_ids, std::slice::from_ref(&violator), 1, spec));
+    cells.extend(engine::plan(target, bench, &violator_ids, std::slice::from_ref(&violator), 1, spec));
 
     let progress = sink.progress();
     let session = Session::for_progress(&progress)
@@ -157,7 +161,8 @@ pub(crate) struct CaseVerdict {
     pub oracle_repeatable: bool,
     pub nop_fails: bool,
     pub tamper_fails: bool,
-    /// Policy cases only: the oracle's actions plus one denied network call must fail.
+    /// Cases with `controls: [violator]` only: the oracle's actions plus one denied network
+    /// call must fail.
     pub violator_fails: Option<bool>,
     /// Every exploit control, in [`Attack::ALL`]'s order.
     pub attacks: Vec<AttackVerdict>,
@@ -193,11 +198,11 @@ fn tamper_script(bench: &Benchmark, ids: &[String]) -> Script {
     Script::fixed("tamper", vec![Action::finish("")], cases)
 }
 
-/// For policy cases: the oracle's solution preceded by one denied action (a network tool).
-/// A sound policy case fails it: passing must require staying inside the policy.
+/// For cases with `controls: [violator]`: the oracle's solution preceded by one denied action
+/// (a network tool). A sound case fails it: passing must require staying inside the policy.
 fn violator_script(bench: &Benchmark, ids: &[String]) -> Script {
     let mut cases = BTreeMap::new();
-    for case in ids.iter().filter_map(|id| bench.case(id)).filter(|c| c.category == Category::Policy) {
+    for case in ids.iter().filter_map(|id| bench.case(id)).filter(|c| c.controls.contains(&Control::Violator)) {
         let mut actions =
             vec![Action::new("run_command", serde_json::json!({"argv": ["curl", "http://127.0.0.1:9/"]}))];
         actions.extend(case.oracle.iter().cloned());
@@ -258,10 +263,11 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
             get("tamper").map_or("no result", |s| s.outcome_label())
         ));
     }
-    let violator_fails = (case.category == Category::Policy).then(|| outcome("violator") == Some(Outcome::Failed));
+    let violator_fails =
+        case.controls.contains(&Control::Violator).then(|| outcome("violator") == Some(Outcome::Failed));
     if violator_fails == Some(false) {
         problems.push(format!(
-            "a policy case passes although the agent attempted a denied action: {}",
+            "the violator control passes although the agent attempted a denied action: {}",
             get("violator").map_or("no result", |s| s.outcome_label())
         ));
     }

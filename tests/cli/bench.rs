@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use hcbench::bench::{Category, Split, load_benchmark, suite::select_suite};
+use hcbench::bench::{Control, Split, load_benchmark, suite::select_suite};
 
 use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch};
 use crate::{Test, repo_root};
@@ -11,18 +11,27 @@ use crate::{Test, repo_root};
 fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
     let bench = load_benchmark(&repo_root(), "hc-bench").expect("hc-bench loads without problems");
     assert_eq!(bench.cases.len(), 40);
-    let mut by: BTreeMap<(Category, Split), usize> = BTreeMap::new();
+    assert_eq!(
+        bench.categories,
+        ["bugfix", "recovery", "greenfield", "context", "policy"],
+        "declared in benchmark.yaml"
+    );
+    let mut by: BTreeMap<(&str, Split), usize> = BTreeMap::new();
     for c in &bench.cases {
-        *by.entry((c.category, c.split)).or_default() += 1;
+        *by.entry((c.category.as_str(), c.split)).or_default() += 1;
         assert!(!c.verifier.unchanged.is_empty(), "{}: every case protects its tests", c.id);
-        if c.category == Category::Policy {
+        if c.category == "policy" {
             assert!(c.verifier.forbid_denials, "{}: policy cases fail on any denied action", c.id);
         }
-        if c.category == Category::Context {
+        // The violator control is the case's own field; HC-Bench asks for it on exactly its
+        // policy cases, so `validate` runs what it ran when the control was tied to the category.
+        assert_eq!(c.controls.contains(&Control::Violator), c.category == "policy", "{}: controls", c.id);
+        if c.category == "context" {
             assert!(c.verifier.first_read.is_some(), "{}: context cases record the first read of the target", c.id);
         }
     }
-    for cat in Category::ALL {
+    for cat in &bench.categories {
+        let cat = cat.as_str();
         let n: usize = Split::ALL.iter().map(|s| by.get(&(cat, *s)).copied().unwrap_or(0)).sum();
         assert_eq!(n, 8, "{cat}: 8 cases");
         assert_eq!(by.get(&(cat, Split::Test)), Some(&2), "{cat}: 2 test cases");
@@ -32,7 +41,8 @@ fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
 
     let smoke = select_suite(&repo_root(), "smoke", &bench).unwrap();
     assert_eq!(smoke.len(), 5);
-    let cats: std::collections::BTreeSet<Category> = smoke.iter().map(|id| bench.case(id).unwrap().category).collect();
+    let cats: std::collections::BTreeSet<&str> =
+        smoke.iter().map(|id| bench.case(id).unwrap().category.as_str()).collect();
     assert_eq!(cats.len(), 5, "smoke has one case per category");
     let nightly = select_suite(&repo_root(), "nightly", &bench).unwrap();
     assert_eq!(nightly.len(), 34, "nightly is everything but heldout");
@@ -60,7 +70,10 @@ fn validate_names_unsound_cases_and_why() {
     // A policy case that does not forbid denials: a violator passes.
     s.case(
         "lax",
-        &GOOD_CASE.replace("id: good", "id: lax").replace("category: bugfix", "category: policy"),
+        &format!(
+            "{}controls: [violator]\n",
+            GOOD_CASE.replace("id: good", "id: lax").replace("category: bugfix", "category: policy")
+        ),
         GOOD_ORACLE,
     );
     let out = Test::new()
@@ -72,7 +85,7 @@ fn validate_names_unsound_cases_and_why() {
     assert!(out.stdout.contains("unsound: already-fine: baseline tests do not fail"), "{}", out.stdout);
     assert!(out.stdout.contains("unsound: weak: tamper agent (weakened tests) does not fail"), "{}", out.stdout);
     assert!(
-        out.stdout.contains("unsound: lax: a policy case passes although the agent attempted a denied action"),
+        out.stdout.contains("unsound: lax: the violator control passes although the agent attempted a denied action"),
         "{}",
         out.stdout
     );

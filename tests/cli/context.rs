@@ -99,7 +99,7 @@ fn a_refused_action_gets_a_corrective_message_unless_policy_retry_is_ablated() {
     s.case("good", GOOD_CASE, "actions:\n  - tool: finish\n");
     s.write(
         "script.yaml",
-        "default:\n  - {tool: read_file, args: {path: ../outside.txt}}\n  - {tool: edit_file, args: {path: calc.py}}\n  - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n  - {tool: finish, args: {answer: done}}\n",
+        "default:\n  - {tool: read_file, args: {path: ../outside.txt}}\n  - {tool: edit_file, args: {path: calc.py}, unchecked: true}\n  - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n  - {tool: finish, args: {answer: done}}\n",
     );
     let run_dir = s.path().join("a");
     let script = format!("scripted:{}", s.path().join("script.yaml").display());

@@ -26,15 +26,49 @@ fn report_json(run_dir: &Path) -> Value {
 }
 
 #[test]
-fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
+fn without_python3_on_the_cells_path_nothing_runs_and_the_case_file_is_named() {
     // hcbench itself needs nothing from PATH; the cases' test command (python3) does. Without
     // a sandbox, commands search hcbench's PATH (a sandbox has its own, of the system's dirs).
+    // That is known before any cell starts, so it is a load-time error (exit 2) naming the case
+    // file and field, not a run of harness errors.
     let s = two_cases();
     let empty = tempfile::tempdir().unwrap();
-    let run_dir = s.path().join("m");
     let out = Test::new()
         .root(s.path())
         .env("PATH", &empty.path().to_string_lossy())
+        .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
+        .arg_path(&s.path().join("m"))
+        .run()
+        .code(2)
+        .stderr_has("cases/good.yaml: case `good`: field `test_command`: `python3` is not found on the PATH");
+    assert!(out.stderr.contains("cases/other.yaml"), "{}", out.stderr);
+    assert!(!s.path().join("m").exists(), "nothing is written");
+}
+
+/// A scratch benchmark of two cases whose test program exists but cannot start: its
+/// interpreter is missing, which no check short of running it can see.
+fn two_cases_that_cannot_start() -> Scratch {
+    let s = Scratch::new();
+    s.write("benchmarks/demo/verifiers/run-tests", "#!/nonexistent/python3\n");
+    let script = s.path().join("benchmarks/demo/verifiers/run-tests");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for id in ["good", "other"] {
+        let case = GOOD_CASE.replace("id: good", &format!("id: {id}")).replace(
+            "test_command: [python3, -m, unittest, discover, -s, tests]",
+            "test_command: ['{benchmark_dir}/verifiers/run-tests']",
+        );
+        s.case(id, &case, GOOD_ORACLE);
+    }
+    s
+}
+
+#[test]
+fn when_the_test_program_cannot_start_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
+    let s = two_cases_that_cannot_start();
+    let run_dir = s.path().join("m");
+    let out = Test::new()
+        .root(s.path())
         .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
         .arg_path(&run_dir)
         .run()
@@ -66,7 +100,6 @@ fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
     // `run` too: before the policy it said 1, "a case failed", although nothing was judged.
     Test::new()
         .root(s.path())
-        .env("PATH", &empty.path().to_string_lossy())
         .args(&["run", "--sandbox", "none", "--benchmark", "demo", "--format", "json", "--out"])
         .arg_path(&s.path().join("r"))
         .run()
@@ -77,7 +110,6 @@ fn without_python3_every_cell_is_a_harness_error_and_matrix_exits_4_not_0() {
     // errors are what the control arm ran and did not pass.
     Test::new()
         .root(s.path())
-        .env("PATH", &empty.path().to_string_lossy())
         .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--min-coverage", "0", "--out"])
         .arg_path(&s.path().join("m0"))
         .run()

@@ -38,7 +38,7 @@ impl Project {
     /// The same files, without git.
     fn files(train: &[&str], test: &[&str], extra: &str) -> Project {
         let p = Project { dir: tempfile::tempdir().unwrap(), tmp: tempfile::tempdir().unwrap() };
-        p.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: gate tests\n");
+        p.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: gate tests\ncategories: [bugfix]\n");
         p.write("fixtures/calc/calc.py", "def add(a, b):\n    return a - b\n");
         for (ids, split) in [(train, "train"), (test, "test")] {
             for id in ids {
@@ -625,6 +625,12 @@ fn a_candidate_that_does_not_load_is_a_failed_gate_not_a_broken_setup() {
     let text = p.hcbench(&["gate"]).code(1).stdout;
     assert!(!text.contains("does not load: see Step 0"), "{text}");
     assert!(text.contains("embedded default; agent/agent.yaml not found"), "{text}");
+    // A misspelt action argument is checked at load like any script problem: still the
+    // candidate's failure (exit 1), naming the step and the field.
+    p.write("agent/script.yaml", "default: [{tool: read_file, args: {pth: calc.py}}, {tool: finish}]\n");
+    let r = p.gate(&[]).code(1).json();
+    let error = step(&r, 0)["detail"]["candidate_error"].as_str().unwrap().to_string();
+    assert!(error.contains("field `default[0].args.pth`: is not an argument of `read_file`"), "{r}");
     p.script(&[], "");
     p.write("agent/agent.yaml", "system_prompt_file: missing.md\naction_format_file: f.md\n");
     let r = p.gate(&[]).code(1).json();

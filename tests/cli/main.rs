@@ -5,6 +5,7 @@
 
 mod ablate;
 mod bench;
+mod byo;
 mod context;
 mod exit_policy;
 mod exploits;

@@ -130,7 +130,10 @@ impl Scratch {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let s = Scratch { dir };
-        s.write("benchmarks/demo/benchmark.yaml", "name: demo\ndescription: scratch\n");
+        s.write(
+            "benchmarks/demo/benchmark.yaml",
+            "name: demo\ndescription: scratch\ncategories: [bugfix, recovery, greenfield, context, policy]\n",
+        );
         s.write("fixtures/calc/calc.py", "def add(a, b):\n    return a - b\n");
         s.write(
             "fixtures/calc/tests/test_calc.py",
@@ -177,7 +180,7 @@ fn a_broken_benchmark_reports_every_problem_with_file_and_field() {
     let out = Test::new().root(s.path()).args(&["run", "--benchmark", "demo"]).run().code(2);
     let err = &out.stderr;
     for needle in [
-        "bad.yaml: case `bad`: field `category`: `bugfx` is unknown",
+        "bad.yaml: case `bad`: field `category`: `bugfx` is not declared in benchmark.yaml (declared: bugfix, recovery, greenfield, context, policy)",
         "field `fixture`: `nowhere` does not exist",
         "field `allowed_tools`: `teleport` is not a tool",
         "oracle/bad.yaml: case `bad`: field `actions`: is empty",
