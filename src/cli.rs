@@ -63,7 +63,7 @@ pub struct Selection {
     /// Benchmark folder under benchmarks/.
     #[arg(long, default_value = "hc-bench")]
     pub benchmark: String,
-    /// Named selection of cases from benchmarks/<BENCHMARK>/suites/<SUITE>.yaml (or that file's path).
+    /// Named selection of cases from suites/<BENCHMARK>/<SUITE>.yaml (or that file's path).
     #[arg(long)]
     pub suite: Option<String>,
     /// Only cases of this split.

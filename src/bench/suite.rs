@@ -1,15 +1,15 @@
-//! Suites: named selections of one benchmark's cases, `benchmarks/<name>/suites/<suite>.yaml`.
+//! Suites: named selections of one benchmark's cases, `suites/<benchmark>/<suite>.yaml`.
 //!
 //! A suite lists case ids explicitly, or selects by split and category, or both (the union of
 //! the explicit ids and the selector). Unknown ids are an error, never silently skipped, and so
 //! is an id listed twice.
 //!
-//! A suite belongs to the benchmark whose folder holds it. Suites used to live in one
-//! project-wide `suites/` folder, where `--benchmark humaneval --suite train` quietly took
-//! another benchmark's file; now a suite is looked up only in the selected benchmark's
-//! `suites/`, and asking for another benchmark's suite says whose it is. `--suite` takes the
-//! suite's name (`smoke`) or the path of its file, and a path outside the benchmark's `suites/`
-//! folder is refused.
+//! A suite belongs to the benchmark whose folder under `suites/` holds it (the project's
+//! top-level `suites/`, DESIGN.md's layout, one folder per benchmark). Suites used to lie flat
+//! in `suites/`, where `--benchmark humaneval --suite train` quietly took another benchmark's
+//! file; now a suite is looked up only in `suites/<benchmark>/`, and asking for another
+//! benchmark's suite says whose it is. `--suite` takes the suite's name (`smoke`) or the path
+//! of its file, and a path outside the benchmark's suite folder is refused.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub enum SuiteError {
     )]
     OtherBenchmark { given: String, path: PathBuf, owner: String, benchmark: String },
     #[error(
-        "--suite {given}: {path} is outside {dir}; a suite is a YAML file in the benchmark's suites/ folder, \
+        "--suite {given}: {path} is outside {dir}; a suite is a YAML file in suites/<benchmark>/, \
          named by its file name without .yaml (e.g. --suite smoke)"
     )]
     Outside { given: String, path: PathBuf, dir: PathBuf },
@@ -55,13 +55,13 @@ struct RawSuite {
     categories: Vec<String>,
 }
 
-/// The folder of `bench`'s suites.
-pub fn suites_dir(bench: &Benchmark) -> PathBuf {
-    bench.dir.join("suites")
+/// The folder of `bench`'s suites in the project at `root`.
+pub fn suites_dir(root: &Path, bench: &Benchmark) -> PathBuf {
+    root.join("suites").join(&bench.name)
 }
 
 /// Returns the ids of `bench`'s cases selected by suite `given` (a name, or the path of a file
-/// in the benchmark's `suites/`), in benchmark order.
+/// in `suites/<benchmark>/`), in benchmark order.
 pub fn select_suite(root: &Path, given: &str, bench: &Benchmark) -> Result<Vec<String>, SuiteError> {
     let path = suite_file(root, given, bench)?;
     let invalid = |message: String| SuiteError::Invalid { path: path.clone(), message };
@@ -104,7 +104,7 @@ pub fn select_suite(root: &Path, given: &str, bench: &Benchmark) -> Result<Vec<S
 /// The suite file `given` names for `bench`: `<suites>/<given>.yaml` for a name, the file
 /// itself for a path (which must lie in the benchmark's suites folder).
 fn suite_file(root: &Path, given: &str, bench: &Benchmark) -> Result<PathBuf, SuiteError> {
-    let dir = suites_dir(bench);
+    let dir = suites_dir(root, bench);
     let is_path = given.contains('/') || given.ends_with(".yaml") || given.ends_with(".yml");
     if !is_path {
         let path = dir.join(format!("{given}.yaml"));
@@ -128,13 +128,11 @@ fn suite_file(root: &Path, given: &str, bench: &Benchmark) -> Result<PathBuf, Su
         return Ok(file);
     }
     // Another benchmark's suite is named as such; anything else is outside.
-    let benchmarks = root.join("benchmarks").canonicalize().unwrap_or_else(|_| root.join("benchmarks"));
-    if folder.file_name().is_some_and(|n| n == "suites")
-        && let Some(owner_dir) = folder.parent()
-        && owner_dir.parent() == Some(benchmarks.as_path())
-        && owner_dir.join("benchmark.yaml").is_file()
+    let suites = root.join("suites").canonicalize().unwrap_or_else(|_| root.join("suites"));
+    if folder.parent() == Some(suites.as_path())
+        && let Some(owner) = folder.file_name().map(|n| n.to_string_lossy().into_owned())
+        && root.join("benchmarks").join(&owner).join("benchmark.yaml").is_file()
     {
-        let owner = owner_dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
         return Err(SuiteError::OtherBenchmark {
             given: given.into(),
             path: file,
@@ -145,14 +143,14 @@ fn suite_file(root: &Path, given: &str, bench: &Benchmark) -> Result<PathBuf, Su
     Err(SuiteError::Outside { given: given.into(), path: file, dir })
 }
 
-/// Where a suite `name` that `bench` lacks does exist: another benchmark's, or a file of the
-/// project-wide `suites/` folder that suites used to live in. Empty when nowhere.
+/// Where a suite `name` that `bench` lacks does exist: another benchmark's, or a file lying
+/// flat in `suites/`, where suites used to live. Empty when nowhere.
 fn elsewhere(root: &Path, name: &str, bench: &Benchmark) -> String {
-    let mut owners: Vec<String> = std::fs::read_dir(root.join("benchmarks"))
+    let mut owners: Vec<String> = std::fs::read_dir(root.join("suites"))
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .filter(|e| e.file_name().to_string_lossy() != bench.name)
-                .filter(|e| e.path().join("suites").join(format!("{name}.yaml")).is_file())
+                .filter(|e| e.path().join(format!("{name}.yaml")).is_file())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
@@ -166,7 +164,7 @@ fn elsewhere(root: &Path, name: &str, bench: &Benchmark) -> String {
         return format!(
             "; {} is not read: a suite belongs to one benchmark, move it to {}/",
             old.display(),
-            suites_dir(bench).display()
+            suites_dir(root, bench).display()
         );
     }
     String::new()

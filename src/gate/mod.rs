@@ -25,7 +25,7 @@
 //!   response of a test case stays where the optimizing agent could read it.
 //!
 //! Words: the gate's set of train cases is the *regression set*; "suite" means a
-//! `benchmarks/<name>/suites/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
+//! `suites/<benchmark>/*.yaml` selection elsewhere. The file keeps auto-harness's name (`suite.json`) and
 //! keys (`tasks`), so the data model is unchanged.
 
 pub(crate) mod anchor;

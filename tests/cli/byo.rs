@@ -82,7 +82,7 @@ fn oracle(body: &str) -> String {
 }
 
 /// The project: benchmark `mini` (with suites `quick` and `all`), benchmark `other` (with suite
-/// `smoke`), and a suites/ folder at the root such as older projects had.
+/// `smoke`), and a suite lying flat in suites/, as older projects had them.
 fn project() -> Scratch {
     let s = Scratch::new();
     s.write("benchmarks/mini/benchmark.yaml", META);
@@ -109,8 +109,8 @@ fn project() -> Scratch {
         );
         s.write(&format!("fixtures/{id}/tests/test_visible.py"), &visible(seen, seen_want));
     }
-    s.write("benchmarks/mini/suites/quick.yaml", "description: one case\ncases: [add-two]\n");
-    s.write("benchmarks/mini/suites/all.yaml", "categories: [codegen]\n");
+    s.write("suites/mini/quick.yaml", "description: one case\ncases: [add-two]\n");
+    s.write("suites/mini/all.yaml", "categories: [codegen]\n");
 
     s.write("benchmarks/other/benchmark.yaml", "name: other\ncategories: [chores]\n");
     s.write(
@@ -118,7 +118,7 @@ fn project() -> Scratch {
         "id: chore-1\ncategory: chores\nsplit: train\nfixture: add-two\nprompt: x\nstep_budget: 2\ntest_command: ['true']\n",
     );
     s.write("benchmarks/other/oracle/chore-1.yaml", "actions: [{tool: finish}]\n");
-    s.write("benchmarks/other/suites/smoke.yaml", "cases: [chore-1]\n");
+    s.write("suites/other/smoke.yaml", "cases: [chore-1]\n");
     s.write("suites/legacy.yaml", "cases: [add-two]\n");
     s
 }
@@ -141,11 +141,7 @@ fn a_benchmark_of_ones_own_lists_validates_runs_and_compares() {
     assert!(all.as_array().unwrap().iter().all(|r| r["category"] == "codegen"), "{all}");
     assert_eq!(ids(&list(&["--suite", "quick"]).code(0).json()), ["add-two"]);
     assert_eq!(ids(&list(&["--suite", "all"]).code(0).json()), ["add-two", "palindrome"]);
-    assert_eq!(
-        ids(&list(&["--suite", "benchmarks/mini/suites/quick.yaml"]).code(0).json()),
-        ["add-two"],
-        "a path works"
-    );
+    assert_eq!(ids(&list(&["--suite", "suites/mini/quick.yaml"]).code(0).json()), ["add-two"], "a path works");
 
     // validate: both cases are sound (baseline fails, oracle passes, nop, tamper and every
     // attack fail), and no violator control runs: no case asks for one.
@@ -217,27 +213,29 @@ fn suites_belong_to_their_benchmark() {
     // ... and the other way round: `quick` is never taken from another benchmark.
     list(&["--benchmark", "other", "--suite", "quick"]).code(2).stderr_has("is a suite of benchmark `mini`");
     // By path.
-    list(&["--benchmark", "mini", "--suite", "benchmarks/other/suites/smoke.yaml"])
+    list(&["--benchmark", "mini", "--suite", "suites/other/smoke.yaml"])
         .code(2)
         .stderr_has("is a suite of benchmark `other`, not of `mini`; run it with `--benchmark other`");
-    // A path outside the benchmark's suites/ folder is refused, however it is spelt.
-    for outside in
-        ["benchmarks/mini/cases/add-two.yaml", "benchmarks/mini/suites/../cases/add-two.yaml", "suites/legacy.yaml"]
-    {
+    // A path outside suites/mini/ is refused, however it is spelt.
+    for outside in [
+        "benchmarks/mini/cases/add-two.yaml",
+        "suites/mini/../../benchmarks/mini/cases/add-two.yaml",
+        "suites/legacy.yaml",
+    ] {
         list(&["--benchmark", "mini", "--suite", outside]).code(2).stderr_has("is outside");
     }
-    // The project-wide suites/ of older projects is not read, and the error says where to move it.
+    // A suite lying flat in suites/, as in older projects, is not read; the error says where to move it.
     list(&["--benchmark", "mini", "--suite", "legacy"])
         .code(2)
         .stderr_has("suites/legacy.yaml is not read: a suite belongs to one benchmark, move it to");
 
     // An id listed twice is refused, naming the file and the id.
-    s.write("benchmarks/mini/suites/dup.yaml", "cases: [add-two, palindrome, add-two]\n");
+    s.write("suites/mini/dup.yaml", "cases: [add-two, palindrome, add-two]\n");
     list(&["--benchmark", "mini", "--suite", "dup"])
         .code(2)
-        .stderr_has("benchmarks/mini/suites/dup.yaml: field `cases`: `add-two` is listed twice");
+        .stderr_has("suites/mini/dup.yaml: field `cases`: `add-two` is listed twice");
     // A category the benchmark does not declare is refused too.
-    s.write("benchmarks/mini/suites/cats.yaml", "categories: [bugfix]\n");
+    s.write("suites/mini/cats.yaml", "categories: [bugfix]\n");
     list(&["--benchmark", "mini", "--suite", "cats"])
         .code(2)
         .stderr_has("`bugfix` is not a category of benchmark `mini` (declared: codegen)");
