@@ -161,6 +161,7 @@ fn start_watchdog(hang: Duration) {
 struct Options {
     target: String,
     execs: u64,
+    max_time: Option<Duration>,
     seed: u64,
     hang: Duration,
     mem_limit: usize,
@@ -169,7 +170,7 @@ struct Options {
     replay: Vec<PathBuf>,
 }
 
-const USAGE: &str = "usage: hcbench-fuzz TARGET [--execs N] [--seed N] [--hang-ms MS] [--mem-mib MIB] [--repo DIR] [--findings DIR] [--replay FILE...]
+const USAGE: &str = "usage: hcbench-fuzz TARGET [--execs N] [--max-seconds S] [--seed N] [--hang-ms MS] [--mem-mib MIB] [--repo DIR] [--findings DIR] [--replay FILE...]
 targets: reply, trace, bench, models, config, script";
 
 fn parse_args() -> Result<Options, String> {
@@ -182,6 +183,7 @@ fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         target,
         execs: 10_000_000,
+        max_time: None,
         seed: 1,
         hang: Duration::from_secs(2),
         mem_limit: 256 << 20,
@@ -197,6 +199,7 @@ fn parse_args() -> Result<Options, String> {
         match a.as_str() {
             "--execs" => o.execs = number(args.next(), "--execs")?,
             "--seed" => o.seed = number(args.next(), "--seed")?,
+            "--max-seconds" => o.max_time = Some(Duration::from_secs(number(args.next(), "--max-seconds")?)),
             "--hang-ms" => o.hang = Duration::from_millis(number(args.next(), "--hang-ms")?),
             "--mem-mib" => o.mem_limit = (number(args.next(), "--mem-mib")? as usize) << 20,
             "--repo" => o.repo = args.next().ok_or("--repo needs a value")?.into(),
@@ -324,6 +327,7 @@ fn run(o: &Options) -> Result<u64, String> {
     let mut crash_messages = HashSet::new();
     let mut raw = Vec::new();
     const MAX_CORPUS: usize = 20_000;
+    const MAX_KEPT_LEN: usize = 8 * 1024;
 
     println!(
         "{}: {} seeds, {} dictionary tokens, {} executions, hang after {:?}, heap limit {} MiB, findings in {}",
@@ -358,7 +362,8 @@ fn run(o: &Options) -> Result<u64, String> {
         };
         match execute(target.as_mut(), &input, exec, o.mem_limit, &mut stats) {
             Ok(signature) => {
-                if outcomes.insert(signature) && corpus.len() < MAX_CORPUS {
+                // Short inputs only: a corpus of long ones slows every later execution.
+                if outcomes.insert(signature) && corpus.len() < MAX_CORPUS && input.len() <= MAX_KEPT_LEN {
                     corpus.push(input);
                 }
             }
@@ -377,6 +382,10 @@ fn run(o: &Options) -> Result<u64, String> {
             }
         }
         stats.execs = exec;
+        if exec % 1024 == 0 && o.max_time.is_some_and(|m| started.elapsed() > m) {
+            println!("{}: stopping at --max-seconds", o.target);
+            break;
+        }
         if exec % 1024 == 0 && last_report.elapsed() > Duration::from_secs(30) {
             last_report = Instant::now();
             stats.corpus = corpus.len();
