@@ -22,6 +22,8 @@ pub mod engine;
 pub mod environment;
 pub mod events;
 pub mod exit;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 pub mod history;
 pub mod interrupt;

@@ -1393,6 +1393,30 @@ mod tests {
         }
     }
 
+    /// Found by the fuzzer (fuzz/, target `trace`): serde_json does not check UTF-8 in the
+    /// values it skips, so replay (which skips more) took a line the full reader called corrupt.
+    #[test]
+    fn invalid_utf8_in_a_skipped_field_is_corruption_for_both_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        sample(dir.path());
+        // A field replay skips (`query`), and a field both skip in an event of an unknown kind.
+        let lines: [&[u8]; 2] = [
+            b"{\"schema_version\":1,\"run_id\":\"r\",\"cell_id\":\"c\",\"seq\":9,\"ts\":\"t\",\"kind\":\"repo_map_used\",\"data\":{\"step\":1,\"via\":\"context\",\"query\":\"a\x9fb\",\"files\":[],\"tokens\":1}}\n",
+            b"{\"schema_version\":1,\"run_id\":\"r\",\"cell_id\":\"c\",\"seq\":9,\"ts\":\"t\",\"kind\":\"teleported\",\"extra\":\"\xed\",\"data\":{}}\n",
+        ];
+        for line in lines {
+            let path = dir.path().join("bad.jsonl");
+            let mut bytes = std::fs::read(dir.path().join("trace.jsonl")).unwrap();
+            bytes.extend_from_slice(line);
+            std::fs::write(&path, bytes).unwrap();
+            for err in
+                [replay_trace(&path).unwrap_err().to_string(), crate::trace::read_trace(&path).unwrap_err().to_string()]
+            {
+                assert!(err.contains("is not a valid event") && err.contains("corrupt"), "{err}");
+            }
+        }
+    }
+
     #[test]
     fn lean_parse_accepts_data_before_kind_and_reports_unknown_kinds() {
         let line = br#"{"data":{"passed":true,"exit_code":0,"timed_out":false,"duration_ms":1,"output":""},"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"test_result"}"#;

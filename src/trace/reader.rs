@@ -168,7 +168,13 @@ pub fn for_each_line<T>(
         if text.is_empty() {
             continue;
         }
-        match parse(text) {
+        // serde_json does not check UTF-8 in the values a parser skips, so without this a line
+        // that is not JSON could pass one reader and fail the other, by what each one skips.
+        let parsed = match std::str::from_utf8(text) {
+            Ok(_) => parse(text),
+            Err(e) => Err(serde::de::Error::custom(e)),
+        };
+        match parsed {
             Ok((header, parsed)) => {
                 if header.schema_version > SCHEMA_VERSION {
                     return Err(TraceError::TooNew {
