@@ -134,12 +134,18 @@ fn namespace(dir: &Path) -> Result<(), String> {
         return root_namespace().and_then(|()| tmpfs(dir));
     }
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare: {e}"))?;
-    // The same ids inside as outside: files the gate writes in the project keep their owner.
+    map_own_ids(uid, gid)?;
+    tmpfs(dir)
+}
+
+/// Maps this process's own uid and gid to themselves in the namespace it has just entered (all
+/// a process may map there by itself): files the gate writes in the project keep their owner.
+#[cfg(target_os = "linux")]
+fn map_own_ids(uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> Result<(), String> {
     let write = |file: &str, text: String| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    tmpfs(dir)
+    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
 }
 
 /// Root's namespace maps every uid and gid to itself. A process may map only its own id into a
@@ -182,10 +188,7 @@ fn root_namespace() -> Result<(), String> {
             tracing::warn!(
                 "mapping every id into the gate's namespace failed ({status:?}); files of other users show as nobody"
             );
-            let write = |file: &str, text: &str| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
-            write("/proc/self/setgroups", "deny")?;
-            write("/proc/self/uid_map", "0 0 1\n")?;
-            write("/proc/self/gid_map", "0 0 1\n")
+            map_own_ids(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0))
         }
     }
 }
