@@ -1,4 +1,5 @@
-//! Small shared helpers: atomic file writes, hashing, natural ordering and time stamps.
+//! Small shared helpers: atomic file writes, hashing, natural ordering, time stamps, text cuts
+//! and "did you mean" suggestions.
 
 use std::cmp::Ordering;
 use std::io::{self, Write};
@@ -110,9 +111,81 @@ pub fn truncate_str(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Cuts `s` to at most `max` bytes at a word boundary and marks the cut with `…`, so a reason
+/// in a report never ends mid-word. Text that fits is returned whole; a single word longer
+/// than `max` is cut on a char boundary (there is no better place).
+pub fn cut_words(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    // Room for the ellipsis (3 bytes in UTF-8).
+    let head = truncate_str(s, max.saturating_sub(3));
+    let ends_a_word = s[head.len()..].starts_with(char::is_whitespace);
+    let at_word = match head.rfind(char::is_whitespace) {
+        _ if ends_a_word => head.trim_end(),
+        Some(i) if i > head.len() / 2 => head[..i].trim_end(),
+        _ => head,
+    };
+    std::borrow::Cow::Owned(format!("{at_word}…"))
+}
+
+/// The candidates close enough to `name` to be what was meant (edit distance at most a third
+/// of the longer name, or one is a prefix of the other), nearest first, at most three. For
+/// "did you mean" hints on profile, case, suite and benchmark names.
+pub fn similar_names<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let lower = name.to_lowercase();
+    let mut scored: Vec<(usize, &str)> = candidates
+        .into_iter()
+        .filter(|c| *c != name)
+        .filter_map(|c| {
+            let cl = c.to_lowercase();
+            let distance = strsim::damerau_levenshtein(&lower, &cl);
+            let close = distance <= (lower.chars().count().max(cl.chars().count()) / 3).max(1);
+            let prefix = lower.len() >= 3 && (cl.starts_with(&lower) || lower.starts_with(&cl));
+            (close || prefix).then_some((distance, c))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup();
+    scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// `; did you mean `a` or `b`?` for [`similar_names`], or nothing when none is close.
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    let found = similar_names(name, candidates);
+    match found.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean `{one}`?"),
+        [init @ .., last] => {
+            let init: Vec<String> = init.iter().map(|c| format!("`{c}`")).collect();
+            format!("; did you mean {} or `{last}`?", init.join(", "))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_are_cut_at_whole_words() {
+        assert_eq!(cut_words("short", 10), "short");
+        let cut = cut_words("connection refused by the remote host at once", 24);
+        assert_eq!(cut, "connection refused by…");
+        assert!(cut.len() <= 24);
+        assert_eq!(cut_words("aaaaaaaaaaaaaaaaaaaa", 8), "aaaaa…", "one long word is cut where it must be");
+    }
+
+    #[test]
+    fn suggestions_name_only_close_candidates() {
+        let names = ["oracle", "gpt", "deepseek", "local", "local-responses"];
+        assert_eq!(similar_names("orcale", names), ["oracle"]);
+        assert_eq!(similar_names("deepsek", names), ["deepseek"]);
+        assert_eq!(similar_names("loc", names), ["local", "local-responses"]);
+        assert!(similar_names("zzzzzz", names).is_empty());
+        assert_eq!(did_you_mean("gtp", names), "; did you mean `gpt`?");
+        assert_eq!(did_you_mean("qwerty", names), "");
+    }
 
     #[test]
     fn natural_order_compares_numbers_by_value() {
