@@ -156,6 +156,10 @@ pub struct RunControl {
     // Negative numbers are taken as values (not as flags), so `-1` gets hcbench's own error.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub budget_usd: Option<f64>,
+    /// Run the profiles that can run and mark those whose API key is not set `not run` (with
+    /// the reason, in every report) instead of refusing to start.
+    #[arg(long, conflicts_with = "resume")]
+    pub skip_unavailable: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).

@@ -218,6 +218,7 @@ where
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             // Said as soon as it is known, also when no cell of the profile is left to start.
+            announce_first_failure(&cell, &announced, sink.as_ref());
             announce_unavailable(&cell, &announced, sink.as_ref());
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
             sink.event(EngineEvent::CellFinished { summary: &summary, done: n, total });
@@ -242,6 +243,20 @@ fn announce_unavailable(cell: &CellPlan, announced: &Mutex<Vec<String>>, sink: &
     if !announced.iter().any(|p| p == cell.profile.name()) {
         announced.push(cell.profile.name().to_string());
         sink.event(EngineEvent::ProfileUnavailable { profile: cell.profile.name(), reason: &reason });
+    }
+}
+
+/// Tells the sink, once per profile, the profile's first provider failure in full with its
+/// fix, so the cause (a refused key, an unreachable host) is on the terminal while the run goes,
+/// not only in the reports afterwards.
+fn announce_first_failure(cell: &CellPlan, announced: &Mutex<Vec<String>>, sink: &dyn EngineSink) {
+    let Some(failure) = cell.profile.first_failure() else { return };
+    // Kept apart from the breaker's announcement (same list, another key).
+    let key = format!("failed:{}", cell.profile.name());
+    let mut announced = announced.lock().unwrap_or_else(|p| p.into_inner());
+    if !announced.contains(&key) {
+        announced.push(key);
+        sink.event(EngineEvent::ProviderFailed { profile: cell.profile.name(), failure });
     }
 }
 

@@ -47,6 +47,13 @@ pub enum EngineEvent<'a> {
         profile: &'a str,
         reason: &'a str,
     },
+    /// A profile's first provider failure in this command, in full, with the fix where one is
+    /// known (a key to check, `base_url` to check). Sent once per profile, as soon as the cell
+    /// it ended has finished; later failures of the profile are in the reports.
+    ProviderFailed {
+        profile: &'a str,
+        failure: &'a crate::model::ProviderFailure,
+    },
 }
 
 /// Receives engine events.

@@ -95,6 +95,18 @@ pub struct Manifest {
     /// groups are the profiles alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ablations: Vec<String>,
+    /// `--skip-unavailable`: requested profiles that could not run (their key was not set),
+    /// with the reason. They have no cells in the plan, so they count nowhere; every report
+    /// names them, and `--resume` keeps them not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<NotRun>,
+}
+
+/// A requested profile that was set aside before the run, and why (with the fix).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotRun {
+    pub profile: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -197,6 +209,7 @@ impl Manifest {
             min_coverage: None,
             fail_under: None,
             ablations: Vec::new(),
+            not_run: Vec::new(),
         }
     }
 
@@ -549,6 +562,7 @@ mod tests {
             min_coverage: None,
             fail_under: None,
             ablations: Vec::new(),
+            not_run: Vec::new(),
         }
     }
 

@@ -24,6 +24,7 @@ use crate::model::Profile;
 use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
 use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
+use crate::rundir::NotRun;
 use crate::sandbox::{Isolation, Sandbox, SandboxChoice};
 
 /// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
@@ -117,6 +118,8 @@ pub enum MatrixStart {
         thresholds: Thresholds,
         /// `hcbench ablate`: the ablations, `full` first (one profile); empty for `matrix`.
         ablations: Vec<String>,
+        /// `--skip-unavailable`: the requested profiles set aside, with why.
+        not_run: Vec<NotRun>,
     },
     /// The run directory to finish and the profiles registry to re-resolve its profiles with;
     /// `retry_errors` runs cells that ended in an infrastructure error again (`--retry-errors`).
@@ -364,9 +367,15 @@ impl Settings {
                     )));
                 }
                 let run_id = crate::rundir::new_run_id();
+                let (resolved, not_run) = if args.control.skip_unavailable {
+                    profiles.resolve_available(&args.shape.profiles)?
+                } else {
+                    (profiles.resolve_list(&args.shape.profiles)?, Vec::new())
+                };
                 MatrixStart::New {
                     selected: self.select(&args.shape.selection)?,
-                    profiles: profiles.resolve_list(&args.shape.profiles)?,
+                    profiles: resolved,
+                    not_run,
                     spec: self.spec()?,
                     epochs: args.shape.epochs,
                     run_dir: self.run_dir(args.control.out.as_deref(), "runs", &run_id),

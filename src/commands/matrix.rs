@@ -25,7 +25,18 @@ use crate::settings::{MatrixSettings, MatrixStart};
 pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let (run, bench, profiles, spec, kept, retried) = match s.start {
-        MatrixStart::New { selected, profiles, spec, epochs, run_id, run_dir, budget_usd, thresholds, ablations } => {
+        MatrixStart::New {
+            selected,
+            profiles,
+            spec,
+            epochs,
+            run_id,
+            run_dir,
+            budget_usd,
+            thresholds,
+            ablations,
+            not_run,
+        } => {
             let command = if ablations.is_empty() { "matrix" } else { "ablate" };
             super::test_split::guard(&s.root, &selected.benchmark, &selected.case_ids, human_test_split, command)?;
             let plan = Plan {
@@ -43,6 +54,11 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             manifest.min_coverage = Some(thresholds.min_coverage);
             manifest.fail_under = thresholds.fail_under;
             manifest.ablations = ablations;
+            // Said before any cell runs, so the run's header is not the first a user hears of it.
+            for n in &not_run {
+                eprintln!("hcbench: not running profile `{}` (--skip-unavailable): {}", n.profile, n.reason);
+            }
+            manifest.not_run = not_run;
             (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new(), Vec::new())
         }
         MatrixStart::Resume { run_dir, profiles: registry, retry_errors } => {

@@ -33,7 +33,7 @@ use super::breaker::Breaker;
 use super::cache::{Cache, CacheMode, Entry};
 use super::openai::error_message;
 use super::ratelimit::Limiter;
-use super::{ModelError, Retry, secrets};
+use super::{FailureClass, ModelError, ProviderFailure, Retry, secrets};
 
 /// A credential read from the environment. Never printed, serialized or hashed.
 #[derive(Clone)]
@@ -89,6 +89,13 @@ pub(crate) struct Transport {
     pub max_reply_bytes: usize,
     /// Shared by every copy of the profile's transport, like the limiter.
     pub breaker: Arc<Breaker>,
+    /// Where the profile was defined, for the fix of a failure: the models file (or "built-in
+    /// profiles"), the variable named by `api_key_env`, and `base_url` as normalized.
+    pub source: String,
+    pub api_key_env: Option<String>,
+    pub base_url: String,
+    /// The profile's first failure in this command, set once; shared like the breaker.
+    pub first_failure: Arc<std::sync::OnceLock<ProviderFailure>>,
 }
 
 /// A response body the adapter accepted.
@@ -117,7 +124,7 @@ enum Attempt {
         /// No HTTP response at all: counts towards the circuit breaker.
         unreachable: bool,
     },
-    Fatal(String),
+    Fatal(String, FailureClass),
 }
 
 impl Transport {
@@ -127,26 +134,33 @@ impl Transport {
         let key = (self.cache.mode != CacheMode::Off).then(|| Cache::key(body));
         if let Some(key) = &key {
             if let Some(entry) = self.cache.get(key) {
-                let result = match check(&entry.response) {
-                    Ok(()) => Ok(Received { body: entry.response, latency_ms: entry.latency_ms }),
-                    Err(e) => Err(ModelError::Provider(format!(
-                        "profile `{}`: cached response {} is not usable: {e}",
-                        self.profile,
-                        self.cache.path(key).display()
-                    ))),
+                return match check(&entry.response) {
+                    Ok(()) => Exchange {
+                        result: Ok(Received { body: entry.response, latency_ms: entry.latency_ms }),
+                        retries: Vec::new(),
+                    },
+                    Err(e) => self.fail(
+                        FailureClass::Other,
+                        format!(
+                            "profile `{}`: cached response {} is not usable: {e}",
+                            self.profile,
+                            self.cache.path(key).display()
+                        ),
+                        Vec::new(),
+                    ),
                 };
-                return Exchange { result, retries: Vec::new() };
             }
             if self.cache.mode == CacheMode::ReplayOnly {
-                return Exchange {
-                    result: Err(ModelError::Provider(format!(
+                return self.fail(
+                    FailureClass::Other,
+                    format!(
                         "cache miss in replay-only mode for profile `{}`: no {} (the request differs from every recorded one; \
                          re-record with cache = \"read-write\" or HCBENCH_CACHE=read-write)",
                         self.profile,
                         self.cache.path(key).display()
-                    ))),
-                    retries: Vec::new(),
-                };
+                    ),
+                    Vec::new(),
+                );
             }
         }
 
@@ -157,7 +171,7 @@ impl Transport {
             // Checked before every attempt, also a cell's retries: once the server is taken to
             // be down, a request that was waiting out its backoff gives up too.
             if let Some(message) = self.breaker.open() {
-                return Exchange { result: Err(ModelError::Provider(message)), retries };
+                return self.fail(FailureClass::Unreachable, message, retries);
             }
             let permit = self.limiter.acquire().await;
             let outcome = self.attempt(body, check).await;
@@ -169,7 +183,7 @@ impl Transport {
                 }
                 _ => self.breaker.on_response(),
             }
-            let (cause, detail, retry_after) = match outcome {
+            let (cause, detail, retry_after, class) = match outcome {
                 Attempt::Done(response, latency_ms) => {
                     self.limiter.on_success(&permit);
                     if let Some(key) = &key {
@@ -177,16 +191,23 @@ impl Transport {
                     }
                     return Exchange { result: Ok(Received { body: response, latency_ms }), retries };
                 }
-                Attempt::Fatal(message) => {
-                    return Exchange { result: Err(ModelError::Provider(self.redact(&message))), retries };
+                Attempt::Fatal(message, class) => {
+                    return self.fail(class, self.redact(&message), retries);
                 }
-                Attempt::Again { cause, detail, retry_after, throttled, .. } => {
+                Attempt::Again { cause, detail, retry_after, throttled, unreachable } => {
                     if throttled {
                         let pause = retry_after.map(|d| d.min(Duration::from_millis(self.retry.retry_after_max_ms)));
                         self.limiter.on_throttle(&permit, pause);
                         tracing::debug!(profile = %self.profile, limit = self.limiter.limit(), "throttled: concurrency limit lowered");
                     }
-                    (cause, detail, retry_after)
+                    // The class of the last attempt is the class of the failure if it is the last.
+                    let class = match cause.as_str() {
+                        _ if unreachable => FailureClass::Unreachable,
+                        "timeout" => FailureClass::Timeout,
+                        "http_429" => FailureClass::RateLimited,
+                        _ => FailureClass::Other,
+                    };
+                    (cause, detail, retry_after, class)
                 }
             };
             drop(permit);
@@ -197,7 +218,7 @@ impl Transport {
                     if attempt == 1 { "" } else { "s" },
                     self.url
                 );
-                return Exchange { result: Err(ModelError::Provider(self.redact(&message))), retries };
+                return self.fail(class, self.redact(&message), retries);
             }
             let delay = backoff(&self.retry, attempt, retry_after);
             tracing::debug!(profile = %self.profile, attempt, cause = %cause, delay_ms = delay.as_millis() as u64, "retrying a model request");
@@ -219,10 +240,10 @@ impl Transport {
                         request.headers(headers)
                     }
                     Err(_) => {
-                        return Attempt::Fatal(format!(
-                            "profile `{}`: the API key is not a valid header value",
-                            self.profile
-                        ));
+                        return Attempt::Fatal(
+                            format!("profile `{}`: the API key is not a valid header value", self.profile),
+                            FailureClass::Other,
+                        );
                     }
                 },
             };
@@ -238,13 +259,16 @@ impl Transport {
             Ok(b) => b,
             Err(Capped::Transport(e)) => return transport_error(&e),
             Err(Capped::TooLong { limit, .. }) => {
-                return Attempt::Fatal(format!(
-                    "profile `{}`: the reply from {} (HTTP {status}) is longer than {} (max_reply_mib); \
-                     the rest was not read. Raise max_reply_mib in the profile if replies this long are expected",
-                    self.profile,
-                    self.url,
-                    describe_bytes(limit)
-                ));
+                return Attempt::Fatal(
+                    format!(
+                        "profile `{}`: the reply from {} (HTTP {status}) is longer than {} (max_reply_mib); \
+                         the rest was not read. Raise max_reply_mib in the profile if replies this long are expected",
+                        self.profile,
+                        self.url,
+                        describe_bytes(limit)
+                    ),
+                    FailureClass::Other,
+                );
             }
         };
         let latency_ms = started.elapsed().as_millis() as u64;
@@ -288,8 +312,57 @@ impl Transport {
                 throttled: false,
                 unreachable: false,
             },
-            _ => Attempt::Fatal(format!("profile `{}`: {detail}{}", self.profile, hint(status))),
+            _ => {
+                let class = match status {
+                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => FailureClass::Auth,
+                    StatusCode::NOT_FOUND => FailureClass::NotFound,
+                    _ => FailureClass::Other,
+                };
+                Attempt::Fatal(format!("profile `{}`: {detail}{}", self.profile, hint(status)), class)
+            }
         }
+    }
+
+    /// Ends a request in failure: the profile's first failure is kept, with its fix, for the
+    /// terminal ([`crate::model::Profile::first_failure`]).
+    fn fail(&self, class: FailureClass, message: String, retries: Vec<Retry>) -> Exchange {
+        let _ = self.first_failure.set(ProviderFailure { class, fix: self.fix(class), message: message.clone() });
+        Exchange { result: Err(ModelError::Provider(message)), retries }
+    }
+
+    /// What the user can do about a failure of `class`, naming the variable or field to check
+    /// (never a key's value); `None` when the message is all there is to say.
+    fn fix(&self, class: FailureClass) -> Option<String> {
+        let (profile, source) = (&self.profile, &self.source);
+        Some(match class {
+            FailureClass::Auth => match &self.api_key_env {
+                Some(var) => format!(
+                    "check the API key in {var} (the variable named by `api_key_env` of profile `{profile}` in {source}): \
+                     the server refused it, or it has no access to model `{}`",
+                    self.model
+                ),
+                None => format!(
+                    "profile `{profile}` sends no API key: set `api_key_env` in {source} to the variable that holds one"
+                ),
+            },
+            FailureClass::Unreachable => format!(
+                "check `base_url` of profile `{profile}` in {source} ({}): no server could be reached there \
+                 (a wrong host name, or nothing listening on that port)",
+                self.base_url
+            ),
+            FailureClass::NotFound => format!(
+                "check `base_url` ({}) and `model` ({}) of profile `{profile}` in {source}",
+                self.base_url, self.model
+            ),
+            FailureClass::Timeout => format!(
+                "the server did not answer within `timeout_s` ({}s): raise it for profile `{profile}` in {source}, or check the server",
+                self.timeout.as_secs_f64()
+            ),
+            FailureClass::RateLimited => format!(
+                "the server kept answering 429 (rate limited): lower `max_concurrency` of profile `{profile}` in {source} or --jobs"
+            ),
+            FailureClass::Other => return None,
+        })
     }
 
     /// Removes the key from a message built from a server's reply: this profile's key even
@@ -509,6 +582,10 @@ mod tests {
             cache: Cache { mode: CacheMode::Off, dir: std::env::temp_dir() },
             max_reply_bytes,
             breaker: Arc::new(Breaker::new("p", max_connect_failures)),
+            source: "models.toml".into(),
+            api_key_env: Some("P_KEY".into()),
+            base_url: url.rsplit_once("/chat").map_or(url, |(b, _)| b).to_string(),
+            first_failure: Arc::default(),
         }
     }
 

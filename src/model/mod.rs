@@ -75,6 +75,34 @@ impl ModelError {
     }
 }
 
+/// What kind of provider failure it was, as far as the fix goes. It is decided where the
+/// failure is seen (the HTTP status, the connection error; `http.rs`) and carried with it, so
+/// the terminal can name the fix without reading it back out of the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// HTTP 401 or 403: the key is missing, wrong, or has no access to the model.
+    Auth,
+    /// No HTTP response at all: a DNS failure, a refused or reset connection.
+    Unreachable,
+    /// HTTP 404: a wrong `base_url` or `model`.
+    NotFound,
+    /// No reply within `timeout_s`, on every attempt.
+    Timeout,
+    /// HTTP 429 on every attempt.
+    RateLimited,
+    /// Anything else (a bad reply, a cache miss, a server error): the message says it all.
+    Other,
+}
+
+/// A profile's first provider failure in this command: what the cell recorded, its class, and
+/// the fix where one is known. It names variables and fields, never a key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderFailure {
+    pub class: FailureClass,
+    pub message: String,
+    pub fix: Option<String>,
+}
+
 /// One retried request: why, and how long the provider waited before the next attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Retry {
@@ -170,6 +198,15 @@ impl Profile {
     pub fn unavailable(&self) -> Option<String> {
         match &self.kind {
             ProfileKind::Http(http) => http.transport.breaker.open(),
+            ProfileKind::Oracle | ProfileKind::Scripted(_) => None,
+        }
+    }
+
+    /// The profile's first provider failure in this command, once there has been one. The
+    /// engine announces it once per profile, as soon as the cell it ended finishes.
+    pub fn first_failure(&self) -> Option<&ProviderFailure> {
+        match &self.kind {
+            ProfileKind::Http(http) => http.transport.first_failure.get(),
             ProfileKind::Oracle | ProfileKind::Scripted(_) => None,
         }
     }

@@ -640,6 +640,10 @@ pub(crate) fn build(
         cache: Cache { mode: http.cache, dir: Cache::dir_for(root, name) },
         max_reply_bytes: http.max_reply_bytes,
         breaker: Arc::new(Breaker::new(name, http.max_connect_failures)),
+        source: source.to_string(),
+        api_key_env: http.api_key_env.clone(),
+        base_url: http.base_url.clone(),
+        first_failure: Arc::default(),
     };
     let body = BodyOptions {
         api: http.api,

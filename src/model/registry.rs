@@ -7,11 +7,20 @@
 //! profiles `local` and `local-responses` (a models-file entry of the same name overrides them).
 //! Everything is checked here, before any cell runs: a bad models file or a missing key stops
 //! the command with exit code 2 and a message naming the file, profile and field.
+//!
+//! A list of names (`--profiles oracle,gpt,deepseek`) is checked whole: every name is tried and
+//! every problem is collected into one [`ProfileError::Problems`], one line per profile with
+//! its fix, so a user with no keys learns about all of them at once rather than one per
+//! attempt. With `--skip-unavailable` ([`Profiles::resolve_available`]) a profile that is only
+//! *unavailable* here (its key variable is not set) is set aside as [`NotRun`] instead; a
+//! profile that is *wrong* (an unknown name, a broken script) still stops the command, because
+//! skipping a typo would silently run less than was asked for.
 
 use std::path::{Path, PathBuf};
 
 use super::Profile;
 use super::definition::Definition;
+use crate::rundir::NotRun;
 use super::profiles::{self, ModelsError, ModelsFile};
 use super::scripted::{Script, ScriptError};
 use crate::environment::Environment;
@@ -19,9 +28,9 @@ use crate::environment::Environment;
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error(
-        "unknown profile `{name}`; built-in profiles: oracle, nop, local, local-responses, scripted:PATH; {models}"
+        "unknown profile `{name}`{suggestion} (built-in profiles: oracle, nop, local, local-responses, scripted:PATH; {models})"
     )]
-    Unknown { name: String, models: String },
+    Unknown { name: String, suggestion: String, models: String },
     #[error(transparent)]
     Script(#[from] ScriptError),
     #[error(transparent)]
@@ -29,6 +38,70 @@ pub enum ProfileError {
     /// `--profiles` (or a config's profile list) is malformed.
     #[error("--profiles: {what}")]
     Listed { what: String },
+    /// Every problem of a list of profiles, found before anything ran.
+    #[error("{}", render_problems(problems, *skippable))]
+    Problems {
+        problems: Vec<Problem>,
+        /// Whether `--skip-unavailable` would let the command run the other profiles.
+        skippable: bool,
+    },
+}
+
+impl ProfileError {
+    /// True when the profile is well defined but cannot be used on this machine now: its API
+    /// key variable is not set. Only such a profile may be skipped.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, ProfileError::Models(ModelsError::MissingKey { .. }))
+    }
+}
+
+/// One profile of a list that cannot be used, and why (the error carries the fix).
+#[derive(Debug)]
+pub struct Problem {
+    pub profile: String,
+    pub error: ProfileError,
+}
+
+impl Problem {
+    /// The problem as one line that names the profile: the error's own text when it already
+    /// does (they mostly do), else prefixed with the name.
+    fn line(&self) -> String {
+        let text = self.error.to_string();
+        if text.contains(&format!("`{}`", self.profile)) { text } else { format!("{}: {text}", self.profile) }
+    }
+}
+
+impl Problem {
+    /// Why the profile is not run, for reports that already name it: a missing key without
+    /// the profile's name in front.
+    fn reason(&self) -> String {
+        match &self.error {
+            ProfileError::Models(ModelsError::MissingKey { source_name, var, dotenv, .. }) => format!(
+                "environment variable {var} (named by `api_key_env` in {source_name}) is not set; export it or add `{var}=...` to {}",
+                dotenv.display()
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// One problem on one line, or a count and one indented line per profile.
+fn render_problems(problems: &[Problem], skippable: bool) -> String {
+    let mut text = match problems {
+        [one] => one.error.to_string(),
+        many => {
+            let mut text = format!("{} of the requested profiles cannot be used:", many.len());
+            for p in many {
+                text.push_str("\n  - ");
+                text.push_str(&p.line());
+            }
+            text
+        }
+    };
+    if skippable {
+        text.push_str("\n(--skip-unavailable runs the other profiles and marks these `not run` in every report)");
+    }
+    text
 }
 
 /// Every profile a command can name: the built-ins plus the parsed, fully checked models file.
@@ -93,6 +166,11 @@ impl Profiles {
         if let Some(table) = profiles::builtin(name, &self.env) {
             return Ok(profiles::build(name, &table, "built-in profiles", dir, &self.env)?);
         }
+        let mut candidates: Vec<&str> = vec!["oracle", "nop", "local", "local-responses"];
+        if let Some(f) = &self.file {
+            candidates.extend(f.profiles.keys().map(String::as_str));
+        }
+        let suggestion = crate::util::did_you_mean(name, candidates);
         let models = match &self.file {
             Some(f) if f.profiles.is_empty() => format!("{} defines no profiles", f.path.display()),
             Some(f) => format!(
@@ -105,24 +183,66 @@ impl Profiles {
                     .to_string()
             }
         };
-        Err(ProfileError::Unknown { name: name.to_string(), models })
+        Err(ProfileError::Unknown { name: name.to_string(), suggestion, models })
     }
 
     /// Resolves a comma-separated list such as `--profiles oracle,gpt`: blanks are skipped,
-    /// a name given twice is an error, and every name is checked before any is used.
+    /// a name given twice is an error, and every name is checked before any is used; all the
+    /// problems found are reported together ([`ProfileError::Problems`]).
     pub fn resolve_list(&self, names: &[String]) -> Result<Vec<Profile>, ProfileError> {
-        let mut out: Vec<Profile> = Vec::new();
-        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-            let p = self.resolve(name)?;
-            if out.iter().any(|q| q.name() == p.name()) {
-                return Err(ProfileError::Listed { what: format!("profile `{}` is listed twice", p.name()) });
-            }
-            out.push(p);
+        let (profiles, problems) = self.try_each(names)?;
+        if !problems.is_empty() {
+            let skippable = problems.iter().all(|p| p.error.is_unavailable()) && !profiles.is_empty();
+            return Err(ProfileError::Problems { problems, skippable });
         }
-        if out.is_empty() {
+        Ok(profiles)
+    }
+
+    /// `--skip-unavailable`: the profiles of the list that can run, and the ones that cannot
+    /// because their key is not set, as [`NotRun`] with the reason and its fix. Any other
+    /// problem still stops the command (all of them in one error), and so does a list of
+    /// which no profile can run.
+    pub fn resolve_available(&self, names: &[String]) -> Result<(Vec<Profile>, Vec<NotRun>), ProfileError> {
+        let (profiles, problems) = self.try_each(names)?;
+        if problems.iter().any(|p| !p.error.is_unavailable()) {
+            let problems = problems.into_iter().filter(|p| !p.error.is_unavailable()).collect();
+            return Err(ProfileError::Problems { problems, skippable: false });
+        }
+        if profiles.is_empty() {
+            let what = problems.iter().map(|p| format!("\n  - {}", p.line())).collect::<String>();
+            return Err(ProfileError::Listed {
+                what: format!("--skip-unavailable left no profile to run; none of the requested ones can:{what}"),
+            });
+        }
+        let not_run = problems.iter().map(|p| NotRun { profile: p.profile.clone(), reason: p.reason() }).collect();
+        Ok((profiles, not_run))
+    }
+
+    /// Tries every name of a list: the profiles that resolved, in order, and the problems of
+    /// the others. A malformed list (a name twice, no name) is an error at once.
+    fn try_each(&self, names: &[String]) -> Result<(Vec<Profile>, Vec<Problem>), ProfileError> {
+        let names: Vec<&str> = names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+        if names.is_empty() {
             return Err(ProfileError::Listed { what: "no profile is named; e.g. --profiles oracle,nop".into() });
         }
-        Ok(out)
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(ProfileError::Listed { what: format!("profile `{name}` is listed twice") });
+            }
+        }
+        let mut profiles: Vec<Profile> = Vec::new();
+        let mut problems = Vec::new();
+        for name in names {
+            match self.resolve(name) {
+                // A script's label names the profile: two scripts with one label would share cells.
+                Ok(p) if profiles.iter().any(|q| q.name() == p.name()) => {
+                    return Err(ProfileError::Listed { what: format!("profile `{}` is listed twice", p.name()) });
+                }
+                Ok(p) => profiles.push(p),
+                Err(error) => problems.push(Problem { profile: name.to_string(), error }),
+            }
+        }
+        Ok((profiles, problems))
     }
 }
 

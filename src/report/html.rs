@@ -130,6 +130,8 @@ struct Page {
     banner: Option<String>,
     /// The warning of a run without a sandbox, shown right after the banner.
     isolation_warning: Option<&'static str>,
+    /// Profiles set aside by `--skip-unavailable`, one sentence each.
+    not_run: Vec<String>,
     /// The exit policy's headline and its findings.
     verdict: String,
     findings: Vec<String>,
@@ -367,6 +369,7 @@ impl Page {
             notes: report.notes.clone(),
             banner: report.banner.clone(),
             isolation_warning: report.isolation_warning(),
+            not_run: report.not_run_lines(),
             verdict: report.verdict.headline(),
             findings: report.verdict.findings.iter().map(|f| f.message.clone()).collect(),
             verdict_bad: report.verdict.exit_code != crate::exit::SUCCESS,
@@ -718,6 +721,7 @@ mod tests {
             min_coverage: None,
             fail_under: None,
             ablations: Vec::new(),
+            not_run: Vec::new(),
         }
     }
 

@@ -51,6 +51,15 @@ impl Exporter for Junit {
             }
             junit.add_test_suite(suite);
         }
+        // A profile set aside by --skip-unavailable is a skipped suite, never a failure.
+        for n in &report.not_run {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(n.reason.as_str());
+            status.set_type("not_run");
+            let mut suite = TestSuite::new(n.profile.as_str());
+            suite.add_test_case(TestCase::new(format!("{} (not run)", n.profile), status));
+            junit.add_test_suite(suite);
+        }
         junit
             .to_string()
             .map(String::into_bytes)

@@ -40,6 +40,9 @@ pub fn render(report: &MatrixReport) -> String {
     if let Some(banner) = &report.banner {
         let _ = writeln!(o, "> **{}**\n", escape(banner));
     }
+    for line in report.not_run_lines() {
+        let _ = writeln!(o, "> {}\n", escape(&line));
+    }
     if let Some(warning) = report.isolation_warning() {
         let _ = writeln!(o, "> **{}**\n", escape(warning));
     } else if let Some(sandbox) = &report.sandbox {

@@ -77,6 +77,10 @@ pub struct MatrixReport {
     pub failing: Vec<FailingCell>,
     /// Traces that could not be read, and other things a reader must know.
     pub notes: Vec<String>,
+    /// Requested profiles set aside by `--skip-unavailable`, with why: they have no cells and
+    /// count in no rate, coverage or verdict, but every report names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<crate::rundir::NotRun>,
     /// Per-cell timelines (same order as `cells`), for the HTML report.
     #[serde(skip)]
     pub timelines: Vec<Timeline>,
@@ -90,6 +94,11 @@ impl MatrixReport {
         let splits: std::collections::BTreeSet<Option<&str>> =
             self.split_stats.iter().map(|s| s.split.as_deref()).collect();
         if splits.len() > 1 { &self.split_stats } else { &[] }
+    }
+
+    /// One sentence per profile set aside by `--skip-unavailable`, for the top of a report.
+    pub fn not_run_lines(&self) -> Vec<String> {
+        self.not_run.iter().map(|n| format!("Not run: profile `{}` (--skip-unavailable): {}", n.profile, n.reason)).collect()
     }
 
     /// The warning of a run without a sandbox ([`UNSANDBOXED`]), or None.
@@ -263,6 +272,7 @@ pub fn from_cells(
         ablation,
         failing,
         notes,
+        not_run: manifest.not_run.clone(),
         timelines,
     }
 }

@@ -36,6 +36,15 @@ fn kept_line(count: usize, retried: usize) -> String {
     line
 }
 
+/// A profile's first provider failure: the whole message, then the fix on a line of its own.
+pub(crate) fn failure_text(profile: &str, failure: &crate::model::ProviderFailure) -> String {
+    let mut text = format!("hcbench: first provider error of profile `{profile}`: {}", failure.message);
+    if let Some(fix) = &failure.fix {
+        text.push_str(&format!("\n  fix: {fix}"));
+    }
+    text
+}
+
 /// One finished cell as a progress line: `[ 3/40] passed         bugfix-1__oracle (1.2s)`.
 pub(crate) fn cell_line(summary: &CellSummary, done: usize, total: usize) -> String {
     format!(
@@ -64,6 +73,7 @@ impl EngineSink for LineProgress {
                 "hcbench: budget reached (${spent_usd:.4} of ${budget_usd:.4}): no new cells start; running cells finish"
             ),
             EngineEvent::ProfileUnavailable { reason, .. } => writeln!(err, "hcbench: {reason}"),
+            EngineEvent::ProviderFailed { profile, failure } => writeln!(err, "{}", failure_text(profile, failure)),
             EngineEvent::Cancelling => writeln!(
                 err,
                 "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
@@ -154,6 +164,9 @@ impl EngineSink for BarProgress {
             }
             EngineEvent::ProfileUnavailable { reason, .. } => {
                 let _ = self.multi.println(reason);
+            }
+            EngineEvent::ProviderFailed { profile, failure } => {
+                let _ = self.multi.println(failure_text(profile, failure));
             }
             EngineEvent::CellStarted { .. } => {}
         }

@@ -149,7 +149,8 @@ pub fn ablation_lines(report: &MatrixReport) -> Vec<String> {
 
 /// The incomplete-run banner, for the top of a terminal summary (nothing for a complete run).
 pub fn banner_lines(report: &MatrixReport) -> Vec<String> {
-    report.banner.iter().map(String::as_str).chain(report.isolation_warning()).map(|b| format!("!! {b}")).collect()
+    let banners = report.banner.iter().map(String::as_str).chain(report.isolation_warning()).map(|b| format!("!! {b}"));
+    banners.chain(report.not_run_lines().into_iter().map(|n| format!("-- {n}"))).collect()
 }
 
 /// `verdict: exit N ...` and one indented line per check that did not hold.
