@@ -140,6 +140,7 @@ fn write_ablate_run(run_dir: &Path) {
         min_coverage: None,
         fail_under: None,
         ablations: ablations.iter().map(|a| a.to_string()).collect(),
+        not_run: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     for (i, case) in run.manifest().cases.iter().enumerate() {

@@ -18,6 +18,7 @@ mod gate_trust;
 mod html;
 mod matrix;
 mod plan;
+mod profiles;
 mod providers;
 mod report_snapshots;
 mod run;
