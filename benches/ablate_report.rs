@@ -48,6 +48,7 @@ fn main() {
         min_coverage: None,
         fail_under: None,
         ablations: ABLATIONS.iter().map(|a| a.to_string()).collect(),
+        not_run: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();

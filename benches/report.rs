@@ -46,6 +46,7 @@ fn main() {
         min_coverage: None,
         fail_under: None,
         ablations: Vec::new(),
+        not_run: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();

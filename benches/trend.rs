@@ -221,6 +221,7 @@ fn manifest(run: usize, started_at: &str, commit: &str, digest: &str) -> Manifes
         min_coverage: None,
         fail_under: None,
         ablations: Vec::new(),
+        not_run: Vec::new(),
     }
 }
 

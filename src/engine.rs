@@ -372,6 +372,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_profiles_first_provider_failure_is_announced_once() {
+        use crate::environment::Environment;
+        use crate::events::{EngineEvent, EngineSink};
+        use crate::model::profiles::{build, builtin};
+        use crate::model::{FailureClass, ProfileKind, ProviderFailure};
+        struct Count(Mutex<Vec<String>>);
+        impl EngineSink for Count {
+            fn event(&self, event: EngineEvent<'_>) {
+                if let EngineEvent::ProviderFailed { profile, failure } = event {
+                    self.0.lock().unwrap().push(format!("{profile}: {}", failure.message));
+                }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let env = Environment::default();
+        let local = build("local", &builtin("local", &env).unwrap(), "built-in", dir.path(), &env).unwrap();
+        let mut cells = two_cells(dir.path());
+        for c in &mut cells {
+            c.profile = local.clone();
+        }
+        let ProfileKind::Http(http) = &local.kind else { panic!("an http profile") };
+        let failure = ProviderFailure { class: FailureClass::Auth, message: "HTTP 401".into(), fix: None };
+        http.transport.first_failure.set(failure).unwrap();
+        let sink = Arc::new(Count(Mutex::new(Vec::new())));
+        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 1, budget: None };
+        execute_with(batch, sink.clone(), Cancel::default(), |cell| async move {
+            Ok(CellSummary {
+                cell_id: cell.cell_id.clone(),
+                outcome: Some(Outcome::ProviderError),
+                ..Default::default()
+            })
+        })
+        .await;
+        assert_eq!(*sink.0.lock().unwrap(), ["local: HTTP 401"], "two cells failed, one announcement");
+    }
+
+    #[tokio::test]
     async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());

@@ -657,6 +657,54 @@ mod tests {
         assert_eq!(got.body, serde_json::json!({"echo": "[redacted]", "escaped": "[redacted]"}));
     }
 
+    #[tokio::test]
+    async fn the_first_failure_is_kept_with_its_class_and_a_fix_naming_the_variable_or_base_url() {
+        let refused = loopback(
+            "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n\
+             {\"error\": {\"message\": \"bad key\"}}",
+            0,
+        );
+        let t = transport(&refused.url, 1024, 5);
+        assert!(t.first_failure.get().is_none());
+        let message = t.send(&serde_json::json!({}), &|_| Ok(())).await.result.unwrap_err().to_string();
+        let first = t.first_failure.get().unwrap().clone();
+        assert_eq!(first.class, FailureClass::Auth);
+        assert!(message.contains(&first.message), "the cell's error and the announced one agree");
+        let fix = first.fix.unwrap();
+        assert!(fix.starts_with("check the API key in P_KEY (the variable named by `api_key_env`"), "{fix}");
+        // A later failure does not replace the first.
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(t.first_failure.get().unwrap().message, first.message);
+        // Without api_key_env the fix says that no key is sent.
+        let t = Transport { api_key_env: None, first_failure: Arc::default(), ..transport(&refused.url, 1024, 5) };
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert!(t.first_failure.get().unwrap().fix.as_deref().unwrap().contains("sends no API key"));
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let t = transport(&format!("http://{closed}/v1/chat/completions"), 1024, 0);
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        let first = t.first_failure.get().unwrap();
+        assert_eq!(first.class, FailureClass::Unreachable);
+        let fix = first.fix.as_deref().unwrap();
+        assert!(fix.contains(&format!("check `base_url` of profile `p` in models.toml (http://{closed}/v1)")), "{fix}");
+
+        let missing = loopback("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 0);
+        let t = transport(&missing.url, 1024, 5);
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(t.first_failure.get().unwrap().class, FailureClass::NotFound);
+        let busy = loopback("HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 0);
+        let t = transport(&busy.url, 1024, 5);
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(t.first_failure.get().unwrap().class, FailureClass::RateLimited);
+        let broken = loopback("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 0);
+        let t = transport(&broken.url, 1024, 5);
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(
+            (t.first_failure.get().unwrap().class, t.first_failure.get().unwrap().fix.clone()),
+            (FailureClass::Other, None)
+        );
+    }
+
     #[test]
     fn server_messages_come_from_the_error_object() {
         assert_eq!(

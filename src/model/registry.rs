@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 
 use super::Profile;
 use super::definition::Definition;
-use crate::rundir::NotRun;
 use super::profiles::{self, ModelsError, ModelsFile};
 use super::scripted::{Script, ScriptError};
 use crate::environment::Environment;
+use crate::rundir::NotRun;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -283,6 +283,60 @@ mod tests {
         assert_eq!(got.iter().map(|p| p.name()).collect::<Vec<_>>(), ["oracle", "nop"]);
         assert!(all.resolve_list(&names("oracle,oracle")).unwrap_err().to_string().contains("listed twice"));
         assert!(all.resolve_list(&names(" ,")).unwrap_err().to_string().contains("no profile"));
+    }
+
+    /// A root with a models file of two keyed profiles, and an environment without their keys.
+    fn two_keyed(dir: &Path) -> Profiles {
+        let models = dir.join("models.toml");
+        let keyed = |name: &str, var: &str| {
+            format!(
+                "[{name}]\nprovider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"{var}\"\n"
+            )
+        };
+        std::fs::write(&models, keyed("gpt", "UNIT_GPT_KEY") + &keyed("deepseek", "UNIT_DEEPSEEK_KEY")).unwrap();
+        profiles(dir, Some(&models)).unwrap()
+    }
+
+    fn names(s: &str) -> Vec<String> {
+        s.split(',').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn every_problem_of_a_list_is_reported_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = two_keyed(dir.path());
+        let e = all.resolve_list(&names("oracle,gpt,deepseek")).unwrap_err();
+        let ProfileError::Problems { problems, skippable } = &e else { panic!("{e}") };
+        assert_eq!(problems.iter().map(|p| p.profile.as_str()).collect::<Vec<_>>(), ["gpt", "deepseek"]);
+        assert!(*skippable, "only missing keys, and oracle can run");
+        let text = e.to_string();
+        assert!(text.starts_with("2 of the requested profiles cannot be used:\n  - "), "{text}");
+        assert!(text.contains("UNIT_GPT_KEY") && text.contains("UNIT_DEEPSEEK_KEY"), "{text}");
+        assert!(text.ends_with("marks these `not run` in every report)"), "{text}");
+
+        let e = all.resolve_list(&names("gtp,deepseek")).unwrap_err();
+        let ProfileError::Problems { skippable, .. } = &e else { panic!("{e}") };
+        assert!(!skippable, "a typo is never skipped");
+        assert!(e.to_string().contains("unknown profile `gtp`; did you mean `gpt`?"), "{e}");
+        // One problem reads as the one error it is.
+        let one = all.resolve_list(&names("oracle,gtp")).unwrap_err().to_string();
+        assert!(one.starts_with("unknown profile `gtp`; did you mean `gpt`? (built-in profiles:"), "{one}");
+    }
+
+    #[test]
+    fn skipping_sets_aside_only_profiles_without_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = two_keyed(dir.path());
+        let (run, not_run) = all.resolve_available(&names("oracle,gpt,deepseek")).unwrap();
+        assert_eq!(run.iter().map(|p| p.name()).collect::<Vec<_>>(), ["oracle"]);
+        assert_eq!(not_run.iter().map(|n| n.profile.as_str()).collect::<Vec<_>>(), ["gpt", "deepseek"]);
+        assert!(not_run[0].reason.starts_with("environment variable UNIT_GPT_KEY (named by `api_key_env` in "));
+        assert!(!not_run[0].reason.contains("profile `gpt`"), "reports name the profile already");
+        let e = all.resolve_available(&names("oracle,gpt,nopp")).unwrap_err().to_string();
+        assert!(e.contains("unknown profile `nopp`; did you mean `nop`?") && !e.contains("UNIT_GPT_KEY"), "{e}");
+        let e = all.resolve_available(&names("gpt,deepseek")).unwrap_err().to_string();
+        assert!(e.contains("left no profile to run") && e.contains("UNIT_DEEPSEEK_KEY"), "{e}");
+        assert!(all.resolve_available(&names("oracle,oracle")).unwrap_err().to_string().contains("listed twice"));
     }
 
     #[test]

@@ -98,7 +98,10 @@ impl MatrixReport {
 
     /// One sentence per profile set aside by `--skip-unavailable`, for the top of a report.
     pub fn not_run_lines(&self) -> Vec<String> {
-        self.not_run.iter().map(|n| format!("Not run: profile `{}` (--skip-unavailable): {}", n.profile, n.reason)).collect()
+        self.not_run
+            .iter()
+            .map(|n| format!("Not run: profile `{}` (--skip-unavailable): {}", n.profile, n.reason))
+            .collect()
     }
 
     /// The warning of a run without a sandbox ([`UNSANDBOXED`]), or None.

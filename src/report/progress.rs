@@ -183,3 +183,25 @@ impl Drop for BarProgress {
         }
     }
 }
+
+#[cfg(test)]
+mod first_failure_tests {
+    use super::*;
+    use crate::model::{FailureClass, ProviderFailure};
+
+    #[test]
+    fn a_first_failure_reads_in_full_with_its_fix_on_its_own_line() {
+        let failure = ProviderFailure {
+            class: FailureClass::Auth,
+            message: "profile `gpt`: HTTP 401 Unauthorized from https://api.example.com/v1/responses: bad key".into(),
+            fix: Some("check the API key in OPENAI_API_KEY".into()),
+        };
+        assert_eq!(
+            failure_text("gpt", &failure),
+            "hcbench: first provider error of profile `gpt`: profile `gpt`: HTTP 401 Unauthorized from \
+             https://api.example.com/v1/responses: bad key\n  fix: check the API key in OPENAI_API_KEY"
+        );
+        let other = ProviderFailure { class: FailureClass::Other, fix: None, ..failure };
+        assert!(!failure_text("gpt", &other).contains("fix:"));
+    }
+}

@@ -50,17 +50,18 @@ fn every_missing_key_and_unknown_name_is_reported_at_once() {
     assert!(!s.path().join("workspace/runs").exists(), "nothing ran");
 
     // Only missing keys: the hint says how to run the rest.
-    matrix(&s, "oracle,alpha,beta", &[]).code(2).stderr_has("2 of the requested profiles cannot be used:").stderr_has(
-        "(--skip-unavailable runs the other profiles and marks these `not run` in every report)",
-    );
+    matrix(&s, "oracle,alpha,beta", &[])
+        .code(2)
+        .stderr_has("2 of the requested profiles cannot be used:")
+        .stderr_has("(--skip-unavailable runs the other profiles and marks these `not run` in every report)");
     // `plan` resolves the list the same way.
     let plan = hcbench(&s, &["plan", "--profiles", "alpha,beta"]).code(2);
     assert!(plan.stderr.contains("HCBENCH_TEST_ALPHA_KEY") && plan.stderr.contains("HCBENCH_TEST_BETA_KEY"));
     // One name: the one problem on one line, a typo with its suggestion.
     hcbench(&s, &["run", "--profile", "betta"]).code(2).stderr_has("unknown profile `betta`; did you mean `beta`?");
-    hcbench(&s, &["ablate", "--context", "--profile", "beta"])
-        .code(2)
-        .stderr_has("models.toml: profile `beta`: environment variable HCBENCH_TEST_BETA_KEY (named by `api_key_env`) is not set");
+    hcbench(&s, &["ablate", "--context", "--profile", "beta"]).code(2).stderr_has(
+        "models.toml: profile `beta`: environment variable HCBENCH_TEST_BETA_KEY (named by `api_key_env`) is not set",
+    );
 }
 
 #[test]
@@ -69,7 +70,8 @@ fn skip_unavailable_runs_the_others_and_every_report_names_the_rest_not_run() {
     let run_dir = s.path().join("run");
     let out = matrix(&s, "oracle,alpha,beta", &["--skip-unavailable", "--out", run_dir.to_str().unwrap()]).code(0);
     assert!(
-        out.stderr.contains("not running profile `alpha` (--skip-unavailable): environment variable HCBENCH_TEST_ALPHA_KEY"),
+        out.stderr
+            .contains("not running profile `alpha` (--skip-unavailable): environment variable HCBENCH_TEST_ALPHA_KEY"),
         "{}",
         out.stderr
     );
@@ -80,14 +82,23 @@ fn skip_unavailable_runs_the_others_and_every_report_names_the_rest_not_run() {
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["profiles"], serde_json::json!(["oracle"]));
     assert_eq!(manifest["not_run"][1]["profile"], "beta");
-    assert!(std::fs::read_dir(run_dir.join("cells")).unwrap().all(|e| e.unwrap().file_name().to_string_lossy().ends_with("oracle")));
+    assert!(
+        std::fs::read_dir(run_dir.join("cells")).unwrap().all(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with("oracle"))
+    );
     let report = |name: &str| std::fs::read_to_string(run_dir.join("reports").join(name)).unwrap();
     let json: serde_json::Value = serde_json::from_str(&report("report.json")).unwrap();
     assert_eq!(json["not_run"].as_array().unwrap().len(), 2);
     assert_eq!(json["profiles"], serde_json::json!(["oracle"]));
     assert_eq!(json["verdict"]["exit_code"], 0);
     let md = report("report.md");
-    assert!(md.contains("> Not run: profile `alpha` (--skip-unavailable): environment variable HCBENCH_TEST_ALPHA_KEY"), "{md}");
+    assert!(
+        md.contains("> Not run: profile `alpha` (--skip-unavailable): environment variable HCBENCH_TEST_ALPHA_KEY"),
+        "{md}"
+    );
     assert!(report("report.html").contains("class=\"banner not-run\">Not run: profile `beta`"));
     let junit = report("junit.xml");
     assert!(junit.contains("skipped=\"2\" failures=\"0\" errors=\"0\""), "{junit}");
@@ -175,7 +186,9 @@ fn a_refused_key_is_shown_on_the_terminal_with_the_variable_to_check() {
     assert!(err.contains("first provider error of profile `remote`: profile `remote`: HTTP 401 Unauthorized"), "{err}");
     assert!(err.contains("Incorrect API key provided"), "the server's message in full: {err}");
     assert!(
-        err.contains("  fix: check the API key in HCBENCH_TEST_API_KEY (the variable named by `api_key_env` of profile `remote`"),
+        err.contains(
+            "  fix: check the API key in HCBENCH_TEST_API_KEY (the variable named by `api_key_env` of profile `remote`"
+        ),
         "{err}"
     );
     assert!(!err.contains("sk-canary-never-leaks"), "the key itself is never printed");
@@ -190,11 +203,11 @@ fn a_closed_port_is_shown_on_the_terminal_with_base_url_to_check() {
     let (s, _) = project(&keyed(&base));
     let out = matrix(&s, "oracle,remote", &[]).code(4);
     let err = &out.stderr;
-    assert!(err.contains("first provider error of profile `remote`: profile `remote`: gave up after 2 attempts"), "{err}");
     assert!(
-        err.contains("  fix: check `base_url` of profile `remote` in ./models.toml"),
+        err.contains("first provider error of profile `remote`: profile `remote`: gave up after 2 attempts"),
         "{err}"
     );
+    assert!(err.contains("  fix: check `base_url` of profile `remote` in ./models.toml"), "{err}");
     assert!(err.contains(&format!("({base}/v1): no server could be reached there")), "{err}");
     assert!(!err.contains("first provider error of profile `oracle`"), "{err}");
 }
