@@ -370,7 +370,7 @@ impl Settings {
                 let (resolved, not_run) = if args.control.skip_unavailable {
                     profiles.resolve_available(&args.shape.profiles)?
                 } else {
-                    (profiles.resolve_list(&args.shape.profiles)?, Vec::new())
+                    (profiles.resolve_list(&args.shape.profiles).map_err(|e| e.offering_skip())?, Vec::new())
                 };
                 MatrixStart::New {
                     selected: self.select(&args.shape.selection)?,

@@ -42,8 +42,10 @@ pub enum ProfileError {
     #[error("{}", render_problems(problems, *skippable))]
     Problems {
         problems: Vec<Problem>,
-        /// Whether `--skip-unavailable` would let the command run the other profiles.
+        /// Whether to say that `--skip-unavailable` would run the other profiles.
         skippable: bool,
+        /// Whether some profile of the list resolved.
+        runnable: bool,
     },
 }
 
@@ -52,6 +54,19 @@ impl ProfileError {
     /// key variable is not set. Only such a profile may be skipped.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, ProfileError::Models(ModelsError::MissingKey { .. }))
+    }
+
+    /// For a command that has `--skip-unavailable`: the same error, saying that the flag would
+    /// run the other profiles when it would (every problem is a missing key, and some profile
+    /// of the list can run). Other commands leave the flag unmentioned.
+    pub fn offering_skip(self) -> ProfileError {
+        match self {
+            ProfileError::Problems { problems, skippable: _, runnable } => {
+                let skippable = runnable && problems.iter().all(|p| p.error.is_unavailable());
+                ProfileError::Problems { problems, skippable, runnable }
+            }
+            other => other,
+        }
     }
 }
 
@@ -69,9 +84,7 @@ impl Problem {
         let text = self.error.to_string();
         if text.contains(&format!("`{}`", self.profile)) { text } else { format!("{}: {text}", self.profile) }
     }
-}
 
-impl Problem {
     /// Why the profile is not run, for reports that already name it: a missing key without
     /// the profile's name in front.
     fn reason(&self) -> String {
@@ -192,8 +205,7 @@ impl Profiles {
     pub fn resolve_list(&self, names: &[String]) -> Result<Vec<Profile>, ProfileError> {
         let (profiles, problems) = self.try_each(names)?;
         if !problems.is_empty() {
-            let skippable = problems.iter().all(|p| p.error.is_unavailable()) && !profiles.is_empty();
-            return Err(ProfileError::Problems { problems, skippable });
+            return Err(ProfileError::Problems { problems, skippable: false, runnable: !profiles.is_empty() });
         }
         Ok(profiles)
     }
@@ -206,7 +218,7 @@ impl Profiles {
         let (profiles, problems) = self.try_each(names)?;
         if problems.iter().any(|p| !p.error.is_unavailable()) {
             let problems = problems.into_iter().filter(|p| !p.error.is_unavailable()).collect();
-            return Err(ProfileError::Problems { problems, skippable: false });
+            return Err(ProfileError::Problems { problems, skippable: false, runnable: !profiles.is_empty() });
         }
         if profiles.is_empty() {
             let what = problems.iter().map(|p| format!("\n  - {}", p.line())).collect::<String>();
@@ -306,18 +318,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let all = two_keyed(dir.path());
         let e = all.resolve_list(&names("oracle,gpt,deepseek")).unwrap_err();
-        let ProfileError::Problems { problems, skippable } = &e else { panic!("{e}") };
+        let ProfileError::Problems { problems, .. } = &e else { panic!("{e}") };
         assert_eq!(problems.iter().map(|p| p.profile.as_str()).collect::<Vec<_>>(), ["gpt", "deepseek"]);
-        assert!(*skippable, "only missing keys, and oracle can run");
+        assert!(!e.to_string().contains("--skip-unavailable"), "plan and run have no such flag: {e}");
+        let e = e.offering_skip();
         let text = e.to_string();
         assert!(text.starts_with("2 of the requested profiles cannot be used:\n  - "), "{text}");
         assert!(text.contains("UNIT_GPT_KEY") && text.contains("UNIT_DEEPSEEK_KEY"), "{text}");
         assert!(text.ends_with("marks these `not run` in every report)"), "{text}");
 
-        let e = all.resolve_list(&names("gtp,deepseek")).unwrap_err();
+        let e = all.resolve_list(&names("oracle,gtp,deepseek")).unwrap_err().offering_skip();
         let ProfileError::Problems { skippable, .. } = &e else { panic!("{e}") };
         assert!(!skippable, "a typo is never skipped");
         assert!(e.to_string().contains("unknown profile `gtp`; did you mean `gpt`?"), "{e}");
+        let e = all.resolve_list(&names("gpt,deepseek")).unwrap_err().offering_skip();
+        assert!(!e.to_string().contains("--skip-unavailable"), "nothing would be left to run: {e}");
         // One problem reads as the one error it is.
         let one = all.resolve_list(&names("oracle,gtp")).unwrap_err().to_string();
         assert!(one.starts_with("unknown profile `gtp`; did you mean `gpt`? (built-in profiles:"), "{one}");

@@ -57,6 +57,7 @@ fn every_missing_key_and_unknown_name_is_reported_at_once() {
     // `plan` resolves the list the same way.
     let plan = hcbench(&s, &["plan", "--profiles", "alpha,beta"]).code(2);
     assert!(plan.stderr.contains("HCBENCH_TEST_ALPHA_KEY") && plan.stderr.contains("HCBENCH_TEST_BETA_KEY"));
+    assert!(!plan.stderr.contains("--skip-unavailable"), "plan has no such flag: {}", plan.stderr);
     // One name: the one problem on one line, a typo with its suggestion.
     hcbench(&s, &["run", "--profile", "betta"]).code(2).stderr_has("unknown profile `betta`; did you mean `beta`?");
     hcbench(&s, &["ablate", "--context", "--profile", "beta"]).code(2).stderr_has(
