@@ -123,6 +123,8 @@ enum Attempt {
         throttled: bool,
         /// No HTTP response at all: counts towards the circuit breaker.
         unreachable: bool,
+        /// The connection was refused: the host is there, nothing listens on the port.
+        refused: bool,
     },
     Fatal(String, FailureClass),
 }
@@ -194,7 +196,7 @@ impl Transport {
                 Attempt::Fatal(message, class) => {
                     return self.fail(class, self.redact(&message), retries);
                 }
-                Attempt::Again { cause, detail, retry_after, throttled, unreachable } => {
+                Attempt::Again { cause, detail, retry_after, throttled, unreachable, refused } => {
                     if throttled {
                         let pause = retry_after.map(|d| d.min(Duration::from_millis(self.retry.retry_after_max_ms)));
                         self.limiter.on_throttle(&permit, pause);
@@ -202,6 +204,7 @@ impl Transport {
                     }
                     // The class of the last attempt is the class of the failure if it is the last.
                     let class = match cause.as_str() {
+                        _ if refused => FailureClass::Refused,
                         _ if unreachable => FailureClass::Unreachable,
                         "timeout" => FailureClass::Timeout,
                         "http_429" => FailureClass::RateLimited,
@@ -299,9 +302,14 @@ impl Transport {
 
         let detail = format!("HTTP {status} from {}: {}", self.url, server_message(&text));
         match status {
-            StatusCode::TOO_MANY_REQUESTS => {
-                Attempt::Again { cause: "http_429".into(), detail, retry_after, throttled: true, unreachable: false }
-            }
+            StatusCode::TOO_MANY_REQUESTS => Attempt::Again {
+                cause: "http_429".into(),
+                detail,
+                retry_after,
+                throttled: true,
+                unreachable: false,
+                refused: false,
+            },
             StatusCode::INTERNAL_SERVER_ERROR
             | StatusCode::BAD_GATEWAY
             | StatusCode::SERVICE_UNAVAILABLE
@@ -311,6 +319,7 @@ impl Transport {
                 retry_after,
                 throttled: false,
                 unreachable: false,
+                refused: false,
             },
             _ => {
                 let class = match status {
@@ -345,9 +354,14 @@ impl Transport {
                     "profile `{profile}` sends no API key: set `api_key_env` in {source} to the variable that holds one"
                 ),
             },
+            FailureClass::Refused => format!(
+                "check `base_url` of profile `{profile}` in {source} ({}): nothing listens on that port \
+                 (connection refused); start the server or fix the port",
+                self.base_url
+            ),
             FailureClass::Unreachable => format!(
-                "check `base_url` of profile `{profile}` in {source} ({}): no server could be reached there \
-                 (a wrong host name, or nothing listening on that port)",
+                "check `base_url` of profile `{profile}` in {source} ({}): no HTTP reply came from there \
+                 (a host name that does not resolve, a network that does not reach it, or a server that drops the connection)",
                 self.base_url
             ),
             FailureClass::NotFound => format!(
@@ -427,7 +441,7 @@ fn backoff(p: &RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> Dura
 }
 
 fn again(cause: &str, detail: String, retry_after: Option<Duration>) -> Attempt {
-    Attempt::Again { cause: cause.into(), detail, retry_after, throttled: false, unreachable: false }
+    Attempt::Again { cause: cause.into(), detail, retry_after, throttled: false, unreachable: false, refused: false }
 }
 
 /// Classifies a reqwest failure (no status): all of these are worth retrying.
@@ -445,13 +459,17 @@ fn transport_error(e: &reqwest::Error) -> Attempt {
     let unreachable = e.is_connect() || cause == "connection";
     // reqwest's Display names the URL, never headers; the source chain says what broke.
     let mut detail = e.to_string();
+    let mut refused = false;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         detail.push_str(": ");
         detail.push_str(&s.to_string());
+        // Read from the OS error's kind, not its text: the host answered, the port did not.
+        refused |=
+            s.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
         source = s.source();
     }
-    Attempt::Again { cause: cause.into(), detail, retry_after: None, throttled: false, unreachable }
+    Attempt::Again { cause: cause.into(), detail, retry_after: None, throttled: false, unreachable, refused }
 }
 
 /// `Retry-After` as seconds (integer or decimal). HTTP dates fall back to the backoff.
@@ -684,9 +702,15 @@ mod tests {
         let t = transport(&format!("http://{closed}/v1/chat/completions"), 1024, 0);
         let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
         let first = t.first_failure.get().unwrap();
-        assert_eq!(first.class, FailureClass::Unreachable);
+        assert_eq!(first.class, FailureClass::Refused, "read from the OS error, not its text");
         let fix = first.fix.as_deref().unwrap();
         assert!(fix.contains(&format!("check `base_url` of profile `p` in models.toml (http://{closed}/v1)")), "{fix}");
+        assert!(fix.contains("nothing listens on that port"), "{fix}");
+        // A server that takes the connection and hangs up is reached but gives no reply.
+        let hangup = loopback("", 0);
+        let t = transport(&hangup.url, 1024, 0);
+        let _ = t.send(&serde_json::json!({}), &|_| Ok(())).await;
+        assert_eq!(t.first_failure.get().unwrap().class, FailureClass::Unreachable);
 
         let missing = loopback("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 0);
         let t = transport(&missing.url, 1024, 5);

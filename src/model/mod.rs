@@ -82,7 +82,9 @@ impl ModelError {
 pub enum FailureClass {
     /// HTTP 401 or 403: the key is missing, wrong, or has no access to the model.
     Auth,
-    /// No HTTP response at all: a DNS failure, a refused or reset connection.
+    /// The connection was refused: nothing listens at `base_url`'s port.
+    Refused,
+    /// No HTTP response otherwise: a DNS failure, a reset or closed connection, an open breaker.
     Unreachable,
     /// HTTP 404: a wrong `base_url` or `model`.
     NotFound,

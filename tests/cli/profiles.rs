@@ -209,6 +209,6 @@ fn a_closed_port_is_shown_on_the_terminal_with_base_url_to_check() {
         "{err}"
     );
     assert!(err.contains("  fix: check `base_url` of profile `remote` in ./models.toml"), "{err}");
-    assert!(err.contains(&format!("({base}/v1): no server could be reached there")), "{err}");
+    assert!(err.contains(&format!("({base}/v1): nothing listens on that port (connection refused)")), "{err}");
     assert!(!err.contains("first provider error of profile `oracle`"), "{err}");
 }
