@@ -208,8 +208,8 @@ fn class_rank(outcome: &str) -> u8 {
     }
 }
 
-/// `## Cells that did not pass (N)`: the counts by class, the most common reasons when the
-/// list is long, the first [`LISTED`] cells, the next [`FOLDED`] in `<details>`, and a count of
+/// `## Cells that did not pass (N)`: the counts by class, the reasons several cells share when
+/// the list is long, the first [`LISTED`] cells, the next [`FOLDED`] in `<details>`, and a count of
 /// the rest. Rows stop early when `o` would grow past `budget` bytes (a bound on characters),
 /// so every cell is either listed or counted.
 fn not_passed(o: &mut String, report: &MatrixReport, budget: usize) {
@@ -280,8 +280,9 @@ fn not_passed(o: &mut String, report: &MatrixReport, budget: usize) {
     }
 }
 
-/// The [`COMMON_REASONS`] most frequent (class, reason) pairs, with how many cells gave each:
-/// a provider outage or a broken fixture shows as one row, not as thousands.
+/// The [`COMMON_REASONS`] most frequent (class, reason) pairs that more than one cell gave,
+/// with how many cells gave each: a provider outage or a broken fixture shows as one row, not
+/// as thousands. Nothing when every reason is its own.
 fn common_reasons(o: &mut String, order: &[&FailingCell]) {
     let mut counts: Vec<((&str, &str), usize)> = Vec::new();
     let mut index: std::collections::HashMap<(&str, &str), usize> = Default::default();
@@ -295,15 +296,19 @@ fn common_reasons(o: &mut String, order: &[&FailingCell]) {
             }
         }
     }
+    counts.retain(|(_, n)| *n > 1);
+    if counts.is_empty() {
+        return;
+    }
     // Most cells first; among equals, the order of the list below.
     counts.sort_by(|a, b| b.1.cmp(&a.1));
-    let _ = writeln!(o, "Most common reasons:\n");
+    let _ = writeln!(o, "Reasons given by more than one cell:\n");
     let _ = writeln!(o, "| cells | class | reason |\n|---:|---|---|");
     for ((class, reason), n) in counts.iter().take(COMMON_REASONS) {
         let _ = writeln!(o, "| {n} | {class} | {} |", escape(&cut_words(reason, REASON_LISTED)));
     }
     if counts.len() > COMMON_REASONS {
-        let _ = writeln!(o, "\n{} other reason(s).", counts.len() - COMMON_REASONS);
+        let _ = writeln!(o, "\n… and {} more reason(s) given by more than one cell.", counts.len() - COMMON_REASONS);
     }
     let _ = writeln!(o);
 }
