@@ -301,7 +301,7 @@ fn common_reasons(o: &mut String, order: &[&FailingCell]) {
         return;
     }
     // Most cells first; among equals, the order of the list below.
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     let _ = writeln!(o, "Reasons given by more than one cell:\n");
     let _ = writeln!(o, "| cells | class | reason |\n|---:|---|---|");
     for ((class, reason), n) in counts.iter().take(COMMON_REASONS) {
