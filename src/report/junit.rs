@@ -87,3 +87,35 @@ fn system_out(c: &CellSummary, resume_command: Option<&str>) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_out_gives_the_reason_the_trace_and_how_to_replay_or_finish() {
+        let failed = CellSummary {
+            cell_id: "fix-1__gpt".into(),
+            outcome: Some(Outcome::ProviderError),
+            reason: "dns error: failed to lookup address information; check `base_url`".into(),
+            stop_reason: "provider_error".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            system_out(&failed, None),
+            "outcome: provider_error\nreason: dns error: failed to lookup address information; check `base_url`\n\
+             trace: cells/fix-1__gpt/trace.jsonl (in the run directory, the parent of reports/)\n\
+             replay (from the run directory): hcbench replay cells/fix-1__gpt/trace.jsonl\n"
+        );
+        let never_ran = CellSummary {
+            cell_id: "fix-2__gpt".into(),
+            reason: "the cell never ran (interrupted run?)".into(),
+            stop_reason: "not_run".into(),
+            ..Default::default()
+        };
+        let text = system_out(&never_ran, Some("hcbench matrix --resume /runs/r"));
+        assert!(text.starts_with("outcome: incomplete\nreason: the cell never ran"), "{text}");
+        assert!(text.contains("trace: none (the cell never ran)\nfinish the run: hcbench matrix --resume /runs/r\n"));
+        assert!(!text.contains("replay"), "no trace to replay: {text}");
+    }
+}

@@ -84,6 +84,30 @@ fn matrix_reports_match_their_snapshots() {
     assert!(replayed.stdout.contains("failed"), "{}", replayed.stdout);
 }
 
+/// `run`'s cell table fits 80 columns too: the reason wraps, the least important columns are
+/// named, and `--wide` brings them back.
+#[test]
+fn the_cell_table_of_run_fits_80_columns() {
+    let out = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str], dir: &str| {
+        Test::new()
+            .args(&["run", "--profile", "nop", "--case", "bugfix-1", "--case", "context-1", "--out"])
+            .arg_path(&out.path().join(dir))
+            .args(extra)
+            .run()
+            .code(1)
+    };
+    let narrow = run(&[], "narrow");
+    assert_fits(&narrow.stdout, 80);
+    assert!(narrow.stdout.contains("`--wide` adds: reward, tool calls, denials"), "{}", narrow.stdout);
+    let reason: Vec<&str> =
+        narrow.stdout.lines().filter_map(|l| l.split('┆').nth(5)).map(|c| c.trim_end_matches('│').trim()).collect();
+    assert_eq!(reason[..3], ["reason", "tests failed: 4 required", "test(s) did not pass:…"], "{}", narrow.stdout);
+    let wide = run(&["--wide"], "wide");
+    assert!(wide.stdout.lines().nth(1).unwrap().contains("┆ reward ┆ steps ┆ tool calls ┆ denials ┆ wall ┆"));
+    assert!(wide.stdout.contains("tests failed: 4 required test(s) did not pass:…"), "{}", wide.stdout);
+}
+
 /// With several epochs the summary labels pass@k and pass^k with k; with one it shows only the
 /// pass rate (the snapshots above), since pass@1 and pass^1 would repeat it.
 #[test]
