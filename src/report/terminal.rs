@@ -130,8 +130,10 @@ impl Fitted {
     pub fn lines(&self, width: Width) -> Vec<String> {
         let mut lines: Vec<String> = self.table.to_string().lines().map(str::to_string).collect();
         if !self.left_out.is_empty() {
-            let note = format!("`--wide` adds: {}", self.left_out.join(", "));
-            lines.extend(wrap(&note, width, "  "));
+            // A column's name stays on one line: its spaces do not break until wrapped.
+            let names: Vec<String> = self.left_out.iter().map(|h| h.replace(' ', "\u{a0}")).collect();
+            let note = format!("`--wide` adds: {}", names.join(", "));
+            lines.extend(wrap(&note, width, "  ").into_iter().map(|l| l.replace('\u{a0}', " ")));
         }
         lines
     }
