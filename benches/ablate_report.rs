@@ -82,7 +82,7 @@ fn main() {
     let written = report::write_all(run_dir, &full).unwrap();
     let render = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let terminal = report::terminal::ablation_lines(&full).join("\n");
+    let terminal = report::terminal::ablation_lines(&full, report::terminal::Width::Wide).join("\n");
     let term = t.elapsed().as_secs_f64();
     assert_eq!(summary_only.cells.len(), full.cells.len());
     let ablation = full.ablation.as_ref().expect("an ablate run has the ablation sections");

@@ -109,6 +109,10 @@ pub struct RunArgs {
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
+    /// else the terminal's width, else 80 columns) and names the columns it leaves out.
+    #[arg(long)]
+    pub wide: bool,
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
     /// Run test-split cases (the split `hcbench gate` keeps private) anyway: for a human, never
@@ -162,6 +166,10 @@ pub struct RunControl {
     pub skip_unavailable: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
+    /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
+    /// else the terminal's width, else 80 columns) and names the columns it leaves out.
+    #[arg(long)]
+    pub wide: bool,
     /// With --resume the run keeps the thresholds it started with (they are part of its plan).
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
@@ -240,6 +248,10 @@ pub struct ReportArgs {
     /// What to print; every format is written to RUN_DIR/reports/ regardless.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
+    /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
+    /// else the terminal's width, else 80 columns) and names the columns it leaves out.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -255,6 +267,10 @@ pub struct ReplayArgs {
     pub path: PathBuf,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
+    /// else the terminal's width, else 80 columns) and names the columns it leaves out.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Args)]

@@ -88,6 +88,8 @@ pub struct RunSettings {
     pub run_id: String,
     pub run_dir: PathBuf,
     pub format: Format,
+    /// `--wide`: the summary table with every column.
+    pub wide: bool,
     /// `--split train`: the run's results feed the gate's promotion step.
     pub records_train_results: bool,
     pub isolation: Isolation,
@@ -99,6 +101,8 @@ pub struct MatrixSettings {
     pub root: PathBuf,
     pub jobs: usize,
     pub format: ReportFormat,
+    /// `--wide`: the summary table with every column.
+    pub wide: bool,
     pub start: MatrixStart,
     /// Results history the run appends to; None with `--no-history`.
     pub history: Option<PathBuf>,
@@ -340,6 +344,7 @@ impl Settings {
             run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
             run_id,
             format: args.format,
+            wide: args.wide,
             records_train_results: args.selection.split.as_deref() == Some("train"),
             isolation,
             thresholds: thresholds(&args.thresholds)?,
@@ -391,7 +396,15 @@ impl Settings {
         if let MatrixStart::New { selected, .. } = &start {
             Self::check_programs(selected, &isolation)?;
         }
-        Ok(MatrixSettings { root: self.root.clone(), jobs, format: args.control.format, start, history, isolation })
+        Ok(MatrixSettings {
+            root: self.root.clone(),
+            jobs,
+            format: args.control.format,
+            wide: args.control.wide,
+            start,
+            history,
+            isolation,
+        })
     }
 
     /// `hcbench ablate`: a matrix of one profile whose second axis is the ablations. Every

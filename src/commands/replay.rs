@@ -31,8 +31,9 @@ pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
     }
     match args.format {
         Format::Table => {
-            println!("{}", terminal::cell_table(&summaries));
-            println!("{}", terminal::totals_line(&summaries));
+            for line in terminal::cell_lines(&summaries, terminal::Width::detect(args.wide)) {
+                println!("{line}");
+            }
         }
         Format::Json => println!("{}", serde_json::to_string_pretty(&summaries).context("json")?),
     }

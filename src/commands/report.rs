@@ -11,7 +11,7 @@ use crate::report::{self, model::MatrixReport, terminal};
 pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
     let report = report::model::build(&args.run_dir, true)?;
     let written = report::write_all(&args.run_dir, &report)?;
-    print(&report, args.format)?;
+    print(&report, args.format, args.wide)?;
     for p in written {
         eprintln!("wrote {}", p.display());
     }
@@ -24,21 +24,12 @@ pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
 /// Prints the report to stdout in the chosen format. The table opens with the banner of an
 /// incomplete run and ends with the verdict; Markdown and JSON carry both themselves, and
 /// they are repeated on stderr so a CI log shows them whatever the format.
-pub(crate) fn print(report: &MatrixReport, format: ReportFormat) -> Result<(), CommandError> {
+/// The table fits the terminal's width (src/report/terminal.rs) unless `wide`.
+pub(crate) fn print(report: &MatrixReport, format: ReportFormat, wide: bool) -> Result<(), CommandError> {
+    let width = terminal::Width::detect(wide);
     match format {
         ReportFormat::Table => {
-            for line in terminal::banner_lines(report) {
-                println!("{line}");
-            }
-            println!("{}", terminal::profile_table(&report.profile_stats));
-            for line in terminal::ablation_lines(report) {
-                println!("{line}");
-            }
-            for line in terminal::comparison_lines(report) {
-                println!("{line}");
-            }
-            println!("{}", terminal::totals_line(&report.cells));
-            for line in terminal::verdict_lines(&report.verdict) {
+            for line in terminal::summary_lines(report, width) {
                 println!("{line}");
             }
         }
@@ -48,7 +39,8 @@ pub(crate) fn print(report: &MatrixReport, format: ReportFormat) -> Result<(), C
             } else {
                 println!("{}", serde_json::to_string_pretty(report).context("json")?);
             }
-            for line in terminal::banner_lines(report).into_iter().chain(terminal::verdict_lines(&report.verdict)) {
+            let verdict = terminal::verdict_lines(&report.verdict, width);
+            for line in terminal::banner_lines(report, width).into_iter().chain(verdict) {
                 eprintln!("{line}");
             }
         }

@@ -49,14 +49,16 @@ pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Resul
         }
     }
 
-    let (banner, verdict) = (terminal::banner_lines(&report), terminal::verdict_lines(&report.verdict));
+    let width = terminal::Width::detect(s.wide);
+    let (banner, verdict) = (terminal::banner_lines(&report, width), terminal::verdict_lines(&report.verdict, width));
     match s.format {
         Format::Table => {
             for line in &banner {
                 println!("{line}");
             }
-            println!("{}", terminal::cell_table(&done.summaries));
-            println!("{}", terminal::totals_line(&done.summaries));
+            for line in terminal::cell_lines(&done.summaries, width) {
+                println!("{line}");
+            }
             for line in &verdict {
                 println!("{line}");
             }

@@ -86,6 +86,19 @@ pub(crate) fn comparisons_sentence(report: &MatrixReport) -> Option<String> {
     })
 }
 
+/// The headers of the pass@k and pass^k columns, k being the epochs each case ran: None with one
+/// epoch (both would repeat the pass rate, so tables show only that), `pass@3` and `pass^3` when
+/// every profile ran three, `pass@k` and `pass^k` when profiles ran different numbers (a partial
+/// run; report.json gives each profile's `epochs`).
+pub(crate) fn pass_k_headers(stats: &[crate::aggregate::GroupStats]) -> Option<(String, String)> {
+    let ks: std::collections::BTreeSet<usize> = stats.iter().map(|s| s.epochs).filter(|k| *k > 0).collect();
+    match ks.iter().collect::<Vec<_>>()[..] {
+        [] | [1] => None,
+        [k] => Some((format!("pass@{k}"), format!("pass^{k}"))),
+        _ => Some(("pass@k".into(), "pass^k".into())),
+    }
+}
+
 pub(crate) fn secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }

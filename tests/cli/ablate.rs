@@ -94,7 +94,7 @@ fn ablate_tags_cell_ids_manifest_traces_and_report_rows() {
     // `report` re-renders the ablate run from its traces, byte for byte, and its terminal table
     // has the context table too.
     let before = std::fs::read(run_dir.join("reports/report.json")).unwrap();
-    let table = Test::new().args(&["report"]).arg_path(&run_dir).run().code(0).stdout;
+    let table = Test::new().args(&["report", "--wide"]).arg_path(&run_dir).run().code(0).stdout;
     assert_eq!(std::fs::read(run_dir.join("reports/report.json")).unwrap(), before);
     for want in ["Context:", "context tokens/turn", "Effect of each ablation against full:", "too few to tell"] {
         assert!(table.contains(want), "the terminal report has {want:?}:\n{table}");

@@ -69,7 +69,7 @@ fn when_the_test_program_cannot_start_every_cell_is_a_harness_error_and_matrix_e
     let run_dir = s.path().join("m");
     let out = Test::new()
         .root(s.path())
-        .args(&["matrix", "--sandbox", "none", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
+        .args(&["matrix", "--wide", "--sandbox", "none", "--benchmark", "demo", "--profiles", "oracle,nop", "--out"])
         .arg_path(&run_dir)
         .run()
         .code(COVERAGE);
@@ -124,7 +124,17 @@ fn an_oracle_that_fails_a_case_is_exit_5_whatever_the_other_profiles_did() {
     let run_dir = s.path().join("m");
     let out = Test::new()
         .root(s.path())
-        .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--min-coverage", "0.5", "--out"])
+        .args(&[
+            "matrix",
+            "--wide",
+            "--benchmark",
+            "demo",
+            "--profiles",
+            "oracle,nop",
+            "--min-coverage",
+            "0.5",
+            "--out",
+        ])
         .arg_path(&run_dir)
         .run()
         .code(CONTROL_ARM);
@@ -154,7 +164,17 @@ fn fail_under_is_a_pass_rate_floor_per_profile_for_matrix_and_run() {
     let matrix = |fail_under: &str, out: &str| {
         Test::new()
             .root(s.path())
-            .args(&["matrix", "--benchmark", "demo", "--profiles", "oracle,nop", "--fail-under", fail_under, "--out"])
+            .args(&[
+                "matrix",
+                "--wide",
+                "--benchmark",
+                "demo",
+                "--profiles",
+                "oracle,nop",
+                "--fail-under",
+                fail_under,
+                "--out",
+            ])
             .arg_path(&s.path().join(out))
             .run()
     };

@@ -90,6 +90,8 @@ impl Test {
             .args(&self.args)
             .current_dir(&self.root)
             .env_remove("HCBENCH_ROOT")
+            // Terminal summaries fit COLUMNS when set; a test that wants a width sets its own.
+            .env_remove("COLUMNS")
             .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
             // Runs append to a history of the test process's own, not the checkout's
             // reports/history/; a test that checks the history sets its own.

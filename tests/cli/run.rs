@@ -300,7 +300,7 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
     assert_eq!(after[0]["skipped_events"], serde_json::json!({"subagent_spawned": 1}));
     assert_eq!(after[0]["events"], before[0]["events"], "the skipped event is in no other number");
     assert_eq!(after[0]["outcome"], "passed");
-    let table = Test::new().args(&["replay"]).arg_path(&trace).run().code(0);
+    let table = Test::new().args(&["replay", "--wide"]).arg_path(&trace).run().code(0);
     assert!(table.stdout.contains("skipped 1 event(s) of kinds this hcbench does not know (1 subagent_spawned)"));
     Test::new().args(&["report"]).arg_path(&run_dir).run().code(0).stderr_has("note: good__oracle: skipped 1 event(s)");
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
