@@ -104,3 +104,37 @@ pub fn help_table(only: &[i32]) -> String {
     text.push_str("  (docs/commands.md#exit-codes has the full contract)");
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/commands.md's table of exit codes lists exactly the codes of [`CODES`], with their
+    /// constants' names, in order: the docs, `--help` and the code cannot drift apart.
+    #[test]
+    fn the_docs_list_every_exit_code_and_no_other() {
+        let docs = include_str!("../docs/commands.md");
+        let section = docs.split("## Exit codes").nth(1).expect("docs/commands.md has an Exit codes section");
+        let rows: Vec<(i32, &str)> = section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| {
+                let mut cells = l.split('|').map(str::trim).skip(1);
+                let code = cells.next()?.parse().ok()?;
+                Some((code, cells.next()?.trim_matches('`')))
+            })
+            .collect();
+        let want: Vec<(i32, &str)> = CODES.iter().map(|d| (d.code, d.name)).collect();
+        assert_eq!(rows, want);
+    }
+
+    #[test]
+    fn help_lists_the_asked_codes_in_order() {
+        let text = help_table(&[USAGE, SUCCESS]);
+        assert_eq!(
+            text,
+            "Exit codes:\n    0  everything ran and every check held\n    2  bad input (flags, benchmark, case, suite, config, run directory); nothing ran\n  (docs/commands.md#exit-codes has the full contract)"
+        );
+    }
+}
