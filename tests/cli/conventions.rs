@@ -210,7 +210,7 @@ fn ctrl_c_prints_the_command_that_finishes_the_run() {
         GOOD_ORACLE,
     );
     let run_dir = s.path().join("m");
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["matrix", "--benchmark", "demo", "--out"])
         .arg(&run_dir)
         .current_dir(s.path())
