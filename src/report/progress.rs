@@ -27,21 +27,23 @@ pub fn auto() -> Box<dyn EngineSink> {
     if std::io::stderr().is_terminal() {
         Box::new(BarProgress::new())
     } else {
-        Box::new(LineProgress { resumable: true, ..LineProgress::stderr() })
+        Box::new(LineProgress { evaluation: true, ..LineProgress::stderr() })
     }
 }
 
 /// Lines for a log: one per finished cell, the not-passing ones with their reason.
 pub struct LineProgress {
-    /// Whether `matrix --resume` finishes this kind of run (not `validate`'s runs).
-    resumable: bool,
+    /// A run of `run`, `matrix` or `ablate`: a failure is news (named with its reason) and
+    /// `matrix --resume` finishes the run. Not so for `validate`, whose control agents fail by
+    /// design and whose runs are not resumed: its lines stay one short line per cell.
+    evaluation: bool,
     /// Set by `RunStarted`: the directory the resume command names.
     run_dir: Mutex<Option<PathBuf>>,
 }
 
 impl LineProgress {
     pub fn stderr() -> Self {
-        LineProgress { resumable: false, run_dir: Mutex::new(None) }
+        LineProgress { evaluation: false, run_dir: Mutex::new(None) }
     }
 }
 
@@ -111,9 +113,10 @@ impl EngineSink for LineProgress {
                 writeln!(err, "{}", header_line(run_id, cells, run_dir))
             }
             EngineEvent::CellStarted { .. } => Ok(()),
-            EngineEvent::CellFinished { summary, done, total } => {
+            EngineEvent::CellFinished { summary, done, total } if self.evaluation => {
                 writeln!(err, "{}", finished_line(summary, done, total, stderr_width()))
             }
+            EngineEvent::CellFinished { summary, done, total } => writeln!(err, "{}", cell_line(summary, done, total)),
             EngineEvent::CellsKept { count, retried } => {
                 writeln!(err, "hcbench: resuming: {}", kept_line(count, retried))
             }
@@ -127,7 +130,7 @@ impl EngineSink for LineProgress {
                 "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
             )
             .and_then(|()| match self.run_dir.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
-                Some(dir) if self.resumable => writeln!(err, "{}", resume_line(dir)),
+                Some(dir) if self.evaluation => writeln!(err, "{}", resume_line(dir)),
                 _ => Ok(()),
             }),
         };
