@@ -9,7 +9,7 @@
 //! command that finishes the run later (the one every report of an incomplete run names).
 //! No colour: nothing here writes escape codes, so a piped stderr stays plain text.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -39,26 +39,23 @@ pub struct LineProgress {
     evaluation: bool,
     /// Set by `RunStarted`: the directory the resume command names.
     run_dir: Mutex<Option<PathBuf>>,
+    reasons: Shown,
 }
 
 impl LineProgress {
     pub fn stderr() -> Self {
-        LineProgress { evaluation: false, run_dir: Mutex::new(None) }
+        LineProgress { evaluation: false, run_dir: Mutex::new(None), reasons: Shown::default() }
     }
 }
 
-/// Lines longer than this are cut when the width is unknown (a log file, a CI job): long
-/// enough for a reason to say something, short enough to read in a CI page.
+/// The width lines are cut to when stderr is no terminal (a log file, a CI job): long enough
+/// for a reason to say something, short enough to read in a CI page. (Not `$COLUMNS`: nothing
+/// below commands/ reads the environment, docs/architecture.md.)
 const LOG_WIDTH: usize = 120;
 
-/// The width lines are cut to: the terminal's, else `$COLUMNS`, else [`LOG_WIDTH`].
+/// The width lines are cut to: the terminal's, else [`LOG_WIDTH`].
 fn stderr_width() -> usize {
-    console::Term::stderr()
-        .size_checked()
-        .map(|(_, cols)| usize::from(cols))
-        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
-        .filter(|w| *w >= 40)
-        .unwrap_or(LOG_WIDTH)
+    console::Term::stderr().size_checked().map(|(_, cols)| usize::from(cols)).filter(|w| *w >= 40).unwrap_or(LOG_WIDTH)
 }
 
 /// The run header both sinks open with.
@@ -91,17 +88,31 @@ pub(crate) fn cell_line(summary: &CellSummary, done: usize, total: usize) -> Str
     )
 }
 
-/// [`cell_line`], and for a cell that did not pass its reason, cut at a word so the line fits
-/// `width` columns: `[ 4/40] failed  bugfix-1__nop (0.3s): tests failed: 2 of 3…`.
-pub(crate) fn finished_line(summary: &CellSummary, done: usize, total: usize, width: usize) -> String {
-    let line = cell_line(summary, done, total);
-    let reason = summary.reason.split_whitespace().collect::<Vec<_>>().join(" ");
-    if summary.outcome == Some(Outcome::Passed) || reason.is_empty() {
-        return line;
+/// The reasons already shown, each with the first cell that had it. When many cells end for
+/// one cause (a profile's server down, a Ctrl-C, a budget), the cause is read once and the
+/// other cells point at it instead of repeating it.
+#[derive(Default)]
+struct Shown(Mutex<HashMap<String, String>>);
+
+impl Shown {
+    /// [`cell_line`], and for a cell that did not pass its reason, cut at a word so the line
+    /// fits `width` columns (`[ 4/40] failed  bugfix-1__nop (0.3s): tests failed: 2 of 3…`), or
+    /// `same reason as CELL` when an earlier line gave the same reason.
+    fn finished_line(&self, summary: &CellSummary, done: usize, total: usize, width: usize) -> String {
+        let line = cell_line(summary, done, total);
+        let reason = summary.reason.split_whitespace().collect::<Vec<_>>().join(" ");
+        if summary.outcome == Some(Outcome::Passed) || reason.is_empty() {
+            return line;
+        }
+        let mut shown = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(first) = shown.get(&reason) {
+            return format!("{line}: same reason as {first}");
+        }
+        shown.insert(reason.clone(), summary.cell_id.clone());
+        // A reason always gets a few words, even when the cell id alone fills the line.
+        let room = width.saturating_sub(line.chars().count() + 2).max(24);
+        format!("{line}: {}", crate::util::cut_words(&reason, room))
     }
-    // A reason always gets a few words, even when the cell id alone fills the line.
-    let room = width.saturating_sub(line.chars().count() + 2).max(24);
-    format!("{line}: {}", crate::util::cut_words(&reason, room))
 }
 
 impl EngineSink for LineProgress {
@@ -114,7 +125,7 @@ impl EngineSink for LineProgress {
             }
             EngineEvent::CellStarted { .. } => Ok(()),
             EngineEvent::CellFinished { summary, done, total } if self.evaluation => {
-                writeln!(err, "{}", finished_line(summary, done, total, stderr_width()))
+                writeln!(err, "{}", self.reasons.finished_line(summary, done, total, stderr_width()))
             }
             EngineEvent::CellFinished { summary, done, total } => writeln!(err, "{}", cell_line(summary, done, total)),
             EngineEvent::CellsKept { count, retried } => {
@@ -154,6 +165,7 @@ pub struct BarProgress {
     run_dir: Mutex<Option<PathBuf>>,
     /// The width lines are cut to; None: the terminal's, asked each time (it may be resized).
     width: Option<usize>,
+    reasons: Shown,
 }
 
 impl BarProgress {
@@ -168,6 +180,7 @@ impl BarProgress {
             state: Mutex::new(None),
             run_dir: Mutex::new(None),
             width,
+            reasons: Shown::default(),
         }
     }
 }
@@ -209,7 +222,7 @@ impl EngineSink for BarProgress {
                 // A failure is named as it happens, above the bars, with its reason.
                 if summary.outcome != Some(Outcome::Passed) {
                     let width = self.width.unwrap_or_else(stderr_width);
-                    let _ = self.multi.println(finished_line(summary, done, total, width));
+                    let _ = self.multi.println(self.reasons.finished_line(summary, done, total, width));
                 }
                 if let Some((overall, lines)) = state.as_mut() {
                     overall.inc(1);
@@ -323,7 +336,8 @@ mod tests {
     #[test]
     fn a_failing_cell_line_carries_its_reason_cut_at_a_word_to_the_width() {
         let failed = cell("bugfix-1__nop", Outcome::Failed, LONG_REASON);
-        let line = finished_line(&failed, 3, 40, 80);
+        let shown = Shown::default();
+        let line = shown.finished_line(&failed, 3, 40, 80);
         assert!(line.starts_with("[ 3/40] failed         bugfix-1__nop (1.2s): tests failed: 2 of 3"), "{line}");
         assert!(line.chars().count() <= 80, "{line} is {} columns", line.chars().count());
         assert!(line.ends_with('…') && !line.ends_with(" …"), "cut at a word: {line}");
@@ -331,9 +345,18 @@ mod tests {
         assert!(LONG_REASON.split(' ').any(|w| w == word_before), "`{word_before}` is a whole word of the reason");
         // A passing cell stays one short line; a reason that fits is whole.
         let passed = cell("bugfix-1__oracle", Outcome::Passed, "all tests passed");
-        assert_eq!(finished_line(&passed, 4, 40, 80), "[ 4/40] passed         bugfix-1__oracle (1.2s)");
+        assert_eq!(shown.finished_line(&passed, 4, 40, 80), "[ 4/40] passed         bugfix-1__oracle (1.2s)");
         let short = cell("x__nop", Outcome::Timeout, "tests ran\nlonger than 30s");
-        assert_eq!(finished_line(&short, 5, 40, 80), "[ 5/40] timeout        x__nop (1.2s): tests ran longer than 30s");
+        assert_eq!(
+            shown.finished_line(&short, 5, 40, 80),
+            "[ 5/40] timeout        x__nop (1.2s): tests ran longer than 30s"
+        );
+        // One cause of many failures is told once; the other cells point at the first.
+        let again = cell("bugfix-2__nop", Outcome::Failed, LONG_REASON);
+        assert_eq!(
+            shown.finished_line(&again, 6, 40, 80),
+            "[ 6/40] failed         bugfix-2__nop (1.2s): same reason as bugfix-1__nop"
+        );
     }
 
     #[test]
