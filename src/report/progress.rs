@@ -7,7 +7,9 @@
 //! header (its id, its cell count and its directory) first; every cell that did not pass, as
 //! it finishes, with its reason cut at a word to the terminal's width; and on Ctrl-C the exact
 //! command that finishes the run later (the one every report of an incomplete run names).
-//! No colour: nothing here writes escape codes, so a piped stderr stays plain text.
+//! A cause shared by many cells (a server down, a Ctrl-C) is told once. No colour anywhere,
+//! and off a terminal no escape code at all (the bars, which move the cursor, are TTY-only),
+//! so a piped stderr stays plain text. `validate` keeps plain lines (see [`LineProgress`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
