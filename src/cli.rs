@@ -436,14 +436,21 @@ pub fn command() -> clap::Command {
     let mut cmd = Cli::command()
         .after_help("`hcbench help COMMAND` or `hcbench COMMAND --help`: examples and exit codes.")
         .after_long_help(long_help(&top));
+    add_help(&mut cmd, "");
+    cmd
+}
+
+/// Gives every subcommand of `cmd` (and theirs: `history import`) its examples and exit codes.
+fn add_help(cmd: &mut clap::Command, path: &str) {
     for sub in cmd.get_subcommands_mut() {
-        if let Some(help) = help_for(sub.get_name()) {
+        let name = if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
+        if let Some(help) = help_for(&name) {
             *sub = std::mem::take(sub)
                 .after_help("Use --help for examples and exit codes.")
                 .after_long_help(long_help(&help));
         }
+        add_help(sub, &name);
     }
-    cmd
 }
 
 /// What a command's `--help` adds after its options.
@@ -576,7 +583,13 @@ fn help_for(name: &str) -> Option<CommandHelp> {
             ],
             &[SUCCESS, USAGE, INTERNAL, REGRESSION],
         ),
-        "history" => (&[("hcbench history import workspace/runs/RUN_ID", "add a run made with --no-history")], PLAIN),
+        "history" | "history import" => (
+            &[
+                ("hcbench history import workspace/runs/RUN_ID", "add a run made with --no-history"),
+                ("hcbench history import workspace/runs/* --history /tmp/h", "every run, into another history"),
+            ],
+            PLAIN,
+        ),
         "view" => {
             (&[("hcbench view --latest", "the newest run's report"), ("hcbench view workspace/runs/RUN_ID", "")], PLAIN)
         }
@@ -608,7 +621,10 @@ mod tests {
     fn every_command_has_examples_and_exit_codes_in_its_long_help_only() {
         let mut cmd = command();
         cmd.build();
-        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        // (clap's own `help` command lists every command again as its children: left out.)
+        let commands = || cmd.get_subcommands().filter(|s| s.get_name() != "help");
+        let nested = commands().flat_map(|s| s.get_subcommands()).filter(|s| s.get_name() != "help");
+        for sub in commands().chain(nested) {
             let long = sub.get_after_long_help().map(|h| h.to_string()).unwrap_or_default();
             assert!(long.contains("Examples:\n  hcbench"), "{} has no examples:\n{long}", sub.get_name());
             assert!(long.contains("Exit codes:\n    0  "), "{} has no exit codes:\n{long}", sub.get_name());
