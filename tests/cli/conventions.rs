@@ -236,3 +236,34 @@ fn ctrl_c_prints_the_command_that_finishes_the_run() {
     // The cancelled cell is named with its reason as it ends.
     assert!(stderr.contains("cancelled      slow__oracle ("), "{stderr}");
 }
+
+#[test]
+fn on_a_terminal_the_header_and_each_failure_are_printed_above_the_bars() {
+    // A real pseudo-terminal through util-linux's `script`, so stderr is a TTY and the bar
+    // sink runs; `stty cols 80` gives the width the lines are cut to.
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    let run_dir = s.path().join("tty");
+    let inner =
+        format!("stty cols 80; {BIN} run --benchmark demo --profile nop --out {} 2>&1 >/dev/null", run_dir.display());
+    let out = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .current_dir(s.path())
+        .env("HCBENCH_HISTORY", s.path().join("history"))
+        .env("HCBENCH_WORKSPACES", s.path().join("workspaces"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux `script` runs (Debian: bsdutils, essential)");
+    assert_eq!(out.status.code(), Some(1), "nop fails the case: {}", String::from_utf8_lossy(&out.stdout));
+    // The terminal's bytes: bars redrawn with cursor moves; the printed lines are among them.
+    let raw = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+    let screen = regex::Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]").unwrap().replace_all(&raw, "\n");
+    let header = format!("hcbench: run {}", report_json(&run_dir)["run_id"].as_str().unwrap());
+    assert!(screen.contains(&format!("{header}: 1 cell(s) -> {}", run_dir.display())), "{screen}");
+    let failure = screen.lines().find(|l| l.contains("] failed         good__nop (")).expect("the failure is named");
+    // indicatif pads each printed line with spaces to the width; the bars follow.
+    let (head, tail) = failure.split_once("): ").expect("a reason follows the cell");
+    let failure = format!("{head}): {}", tail.split("    ").next().unwrap());
+    assert!(failure.contains("good__nop (") && tail.starts_with("tests failed"), "with its reason: {failure}");
+    assert!(failure.chars().count() <= 80, "cut to the terminal's 80 columns: {failure}");
+}
