@@ -1,5 +1,9 @@
 //! The command line as typed: raw values only. [`crate::settings`] combines them with the
 //! environment and the config files once; nothing below the commands sees clap.
+//!
+//! Also what `--help` says beyond each option's doc: examples and exit codes per command
+//! ([`command`]), kept here beside the flags they show, so an example can be checked against
+//! the flags it uses in one file.
 
 use std::path::PathBuf;
 
