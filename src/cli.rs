@@ -1,5 +1,9 @@
 //! The command line as typed: raw values only. [`crate::settings`] combines them with the
 //! environment and the config files once; nothing below the commands sees clap.
+//!
+//! Also what `--help` says beyond each option's doc: examples and exit codes per command
+//! ([`command`]), kept here beside the flags they show, so an example can be checked against
+//! the flags it uses in one file.
 
 use std::path::PathBuf;
 
@@ -56,6 +60,10 @@ pub enum Command {
     /// Manage the results history that matrix and ablate append to.
     #[command(subcommand)]
     History(HistoryCommand),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Print hcbench's man page (roff), or write one page per command into a folder.
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -421,4 +429,255 @@ pub struct HistoryImportArgs {
     /// Results history folder (default: $HCBENCH_HISTORY, else <root>/reports/history).
     #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
     pub history: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write hcbench.1 and one hcbench-COMMAND.1 per command into DIR instead of printing hcbench.1.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// Parses the process's arguments with the help texts of [`command`].
+pub fn parse() -> Cli {
+    use clap::FromArgMatches as _;
+    Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
+}
+
+/// The whole command line as clap sees it: the derived parser plus, on every command, the
+/// examples and exit codes of its long help (`--help`; `-h` stays the short list of options).
+/// `completions` and `man` read this too, so what they describe is what `parse` accepts.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let top = help_for("hcbench").expect("the top level has help");
+    let mut cmd = Cli::command()
+        .after_help("`hcbench help COMMAND` or `hcbench COMMAND --help`: examples and exit codes.")
+        .after_long_help(long_help(&top));
+    add_help(&mut cmd, "");
+    cmd
+}
+
+/// Gives every subcommand of `cmd` (and theirs: `history import`) its examples and exit codes.
+fn add_help(cmd: &mut clap::Command, path: &str) {
+    for sub in cmd.get_subcommands_mut() {
+        let name = if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
+        if let Some(help) = help_for(&name) {
+            *sub = std::mem::take(sub)
+                .after_help("Use --help for examples and exit codes.")
+                .after_long_help(long_help(&help));
+        }
+        add_help(sub, &name);
+    }
+}
+
+/// What a command's `--help` adds after its options.
+struct CommandHelp {
+    /// Two or three real command lines, each with what it does (or "").
+    examples: &'static [(&'static str, &'static str)],
+    /// The exit codes the command can return ([`crate::exit::CODES`]).
+    codes: &'static [i32],
+}
+
+fn long_help(help: &CommandHelp) -> String {
+    let width = help.examples.iter().map(|(line, _)| line.len()).max().unwrap_or(0);
+    let mut text = String::from("Examples:\n");
+    for (line, what) in help.examples {
+        if what.is_empty() {
+            text.push_str(&format!("  {line}\n"));
+        } else {
+            text.push_str(&format!("  {line:<width$}  # {what}\n"));
+        }
+    }
+    text.push('\n');
+    text.push_str(&crate::exit::help_table(help.codes));
+    text
+}
+
+/// The examples and exit codes of the top level and of each command. Every command has an
+/// entry (a unit test checks), `view` included for when it exists.
+fn help_for(name: &str) -> Option<CommandHelp> {
+    use crate::exit::*;
+    // Every command can fail on bad input (2) or on I/O (3).
+    const PLAIN: &[i32] = &[SUCCESS, USAGE, INTERNAL];
+    // The exit policy of `matrix` and `ablate` (src/report/exit_policy.rs): no "a case failed".
+    const POLICY: &[i32] =
+        &[SUCCESS, USAGE, INTERNAL, COVERAGE_BELOW_THRESHOLD, CONTROL_ARM_FAILED, PASS_RATE_BELOW_FLOOR, INTERRUPTED];
+    // `run`'s policy adds it, and `report` judges a run as the run judged itself.
+    const RUN: &[i32] = &[
+        SUCCESS,
+        FAILED,
+        USAGE,
+        INTERNAL,
+        COVERAGE_BELOW_THRESHOLD,
+        CONTROL_ARM_FAILED,
+        PASS_RATE_BELOW_FLOOR,
+        INTERRUPTED,
+    ];
+    let (examples, codes): (&[(&str, &str)], &[i32]) = match name {
+        "hcbench" => (
+            &[
+                ("hcbench list --suite smoke", "the cases of a suite"),
+                ("hcbench run --suite smoke", "run them with the oracle profile"),
+                ("hcbench matrix --profiles oracle,gpt,deepseek", "compare profiles (models.toml)"),
+                ("hcbench --root ~/src/my-project list", "a project elsewhere (or HCBENCH_ROOT)"),
+            ],
+            &[],
+        ),
+        "run" => (
+            &[
+                ("hcbench run --suite smoke", "the smoke suite with the oracle"),
+                ("hcbench run --case bugfix-1 --profile nop", "one case, the do-nothing agent"),
+                ("hcbench run --profile gpt --fail-under 0.8 --format json", "a pass-rate floor instead of all-pass"),
+            ],
+            RUN,
+        ),
+        "matrix" => (
+            &[
+                ("hcbench matrix --profiles oracle,nop --suite smoke", ""),
+                ("hcbench matrix --profiles oracle,gpt --epochs 3 --fail-under 0.8", "CI: gpt must pass 80%"),
+                ("hcbench matrix --resume workspace/runs/RUN_ID --retry-errors", "finish an interrupted run"),
+            ],
+            POLICY,
+        ),
+        "ablate" => (
+            &[
+                ("hcbench ablate --context --suite smoke", "every ablation, oracle profile"),
+                ("hcbench ablate --context --profile gpt --ablations full,no_memory --epochs 3", ""),
+                ("hcbench matrix --resume workspace/runs/RUN_ID", "finish an interrupted ablate run"),
+            ],
+            POLICY,
+        ),
+        "plan" => (
+            &[
+                ("hcbench plan --profiles oracle,nop --epochs 3 --target-diff 0.1", "cases needed for 10 points"),
+                ("hcbench plan --profiles oracle,gpt --from workspace/runs/RUN_ID", "cost and time from a past run"),
+            ],
+            PLAIN,
+        ),
+        "report" => (
+            &[
+                ("hcbench report workspace/runs/RUN_ID", "the terminal summary again"),
+                ("hcbench report workspace/runs/RUN_ID --format md", "report.md on stdout"),
+            ],
+            RUN,
+        ),
+        "replay" => (
+            &[
+                ("hcbench replay workspace/runs/RUN_ID/cells/bugfix-1__oracle/trace.jsonl", ""),
+                ("hcbench replay workspace/runs/RUN_ID --format json", "every cell of a run"),
+            ],
+            PLAIN,
+        ),
+        "list" => (
+            &[
+                ("hcbench list", "every case of hc-bench"),
+                ("hcbench list --suite smoke --split train", ""),
+                ("hcbench list --benchmark mini --format json", ""),
+            ],
+            PLAIN,
+        ),
+        "validate" => (
+            &[("hcbench validate", "every case of hc-bench"), ("hcbench validate --case bugfix-1 --case policy-1", "")],
+            &[SUCCESS, FAILED, USAGE, INTERNAL, INTERRUPTED],
+        ),
+        "gate" => (
+            &[
+                ("hcbench gate", "0: commit, 1: revert, 2 or more: fix the setup"),
+                ("hcbench gate --format json --jobs 4", ""),
+                ("hcbench gate --accept-state-change workspace/suite.json", "a human edited the suite"),
+            ],
+            &[SUCCESS, FAILED, USAGE, INTERNAL, COVERAGE_BELOW_THRESHOLD, INTERRUPTED],
+        ),
+        "record" => (
+            &[("hcbench record", "after a passing gate and its commit"), ("hcbench record --format json", "")],
+            &[SUCCESS, FAILED, USAGE, INTERNAL],
+        ),
+        "trend" => (
+            &[
+                ("hcbench trend", "every run in reports/history"),
+                ("hcbench trend --since 30d --profiles oracle,gpt", ""),
+                ("hcbench trend --fail-on-regression", "nightly CI: exit 7 on a regression"),
+            ],
+            &[SUCCESS, USAGE, INTERNAL, REGRESSION],
+        ),
+        "history" | "history import" => (
+            &[
+                ("hcbench history import workspace/runs/RUN_ID", "add a run made with --no-history"),
+                ("hcbench history import workspace/runs/* --history /tmp/h", "every run, into another history"),
+            ],
+            PLAIN,
+        ),
+        "view" => {
+            (&[("hcbench view --latest", "the newest run's report"), ("hcbench view workspace/runs/RUN_ID", "")], PLAIN)
+        }
+        "completions" => (
+            &[
+                ("hcbench completions bash > ~/.local/share/bash-completion/completions/hcbench", ""),
+                ("hcbench completions zsh > ~/.zfunc/_hcbench", "with fpath+=~/.zfunc"),
+                ("hcbench completions fish > ~/.config/fish/completions/hcbench.fish", ""),
+            ],
+            PLAIN,
+        ),
+        "man" => (
+            &[
+                ("hcbench man | man -l -", "read it now"),
+                ("hcbench man --out /usr/local/share/man/man1", "one page per command"),
+            ],
+            PLAIN,
+        ),
+        _ => return None,
+    };
+    Some(CommandHelp { examples, codes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every example parses with today's flags: an example cannot outlive a renamed flag.
+    #[test]
+    fn every_example_is_a_command_line_hcbench_accepts() {
+        let cmd = command();
+        let names = ["hcbench", "history import", "view"].into_iter().map(String::from);
+        let names = names.chain(cmd.get_subcommands().map(|s| s.get_name().to_string()));
+        let mut checked = 0;
+        for name in names {
+            let Some(help) = help_for(&name) else { continue };
+            for (line, _) in help.examples {
+                // The command itself, without the shell around it (`> file`, `| man -l -`).
+                let words: Vec<&str> = line.split(['>', '|']).next().unwrap().split_whitespace().collect();
+                // `view` belongs to another change; its examples are checked once it exists.
+                if words.get(1) == Some(&"view") && command().find_subcommand("view").is_none() {
+                    continue;
+                }
+                let parsed = command().try_get_matches_from(&words);
+                assert!(parsed.is_ok(), "`{line}` does not parse: {}", parsed.unwrap_err());
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "{checked} examples checked");
+    }
+
+    #[test]
+    fn every_command_has_examples_and_exit_codes_in_its_long_help_only() {
+        let mut cmd = command();
+        cmd.build();
+        // (clap's own `help` command lists every command again as its children: left out.)
+        let commands = || cmd.get_subcommands().filter(|s| s.get_name() != "help");
+        let nested = commands().flat_map(|s| s.get_subcommands()).filter(|s| s.get_name() != "help");
+        for sub in commands().chain(nested) {
+            let long = sub.get_after_long_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(long.contains("Examples:\n  hcbench"), "{} has no examples:\n{long}", sub.get_name());
+            assert!(long.contains("Exit codes:\n    0  "), "{} has no exit codes:\n{long}", sub.get_name());
+            let short = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(!short.contains("Examples"), "-h stays short for {}", sub.get_name());
+        }
+    }
 }

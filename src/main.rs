@@ -1,7 +1,5 @@
 //! The `hcbench` binary: parse, run, map the result to an exit code. Nothing else.
 
-use clap::Parser;
-
 fn main() {
     // A cell's supervisor (inside its sandbox): before anything else, and nothing else.
     if std::env::args_os().nth(1).is_some_and(|a| a == hcbench::supervisor::ARG) {
@@ -9,7 +7,7 @@ fn main() {
     }
     restore_sigpipe();
     hcbench::sandbox::close_inherited_descriptors();
-    let cli = hcbench::cli::Cli::parse();
+    let cli = hcbench::cli::parse();
     init_tracing(cli.verbose);
     let code = match hcbench::commands::dispatch(cli) {
         Ok(code) => code,
@@ -50,7 +48,21 @@ fn init_tracing(verbose: u8) {
     // Asked on every event (`sometimes`), never cached per call site: the answer changes.
     let private = tracing_subscriber::filter::DynFilterFn::new(|_, _| !hcbench::gate::private::logs_silenced())
         .with_callsite_filter(|_| tracing::subscriber::Interest::sometimes());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).finish().with(private).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
+        .finish()
+        .with(private)
+        .init();
+}
+
+/// Colour only for a person at a terminal: logs piped to a file or a CI log must not carry
+/// escape codes, and NO_COLOR (no-color.org: set and not empty) turns colour off everywhere.
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 /// `hcbench list | head` must end quietly when the reader goes away, as other Unix tools do,

@@ -295,8 +295,9 @@ impl Settings {
         }
         if let Some(id) = sel.cases.iter().find(|id| benchmark.case(id).is_none()) {
             return Err(SettingsError::Invalid(format!(
-                "--case {id}: no such case in benchmark `{}`; `hcbench list` shows the ids",
-                benchmark.name
+                "--case {id}: no such case in benchmark `{}` (`hcbench list` shows the ids){}",
+                benchmark.name,
+                crate::util::did_you_mean(id, benchmark.cases.iter().map(|c| c.id.as_str()))
             )));
         }
         if !sel.cases.is_empty() {

@@ -52,8 +52,8 @@ impl fmt::Display for Problem {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("no benchmark `{name}`: {path} does not exist (available: {available})")]
-    NotFound { name: String, path: PathBuf, available: String },
+    #[error("no benchmark `{name}`: {path} does not exist (available: {available}){hint}")]
+    NotFound { name: String, path: PathBuf, available: String, hint: String },
     #[error("benchmark `{name}` is invalid ({} problem{}):\n{}", .problems.len(), if .problems.len() == 1 { "" } else { "s" }, ProblemList(.problems))]
     Invalid { name: String, problems: Vec<Problem> },
 }
@@ -174,11 +174,14 @@ struct Given<'a> {
 pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
     let dir = root.join("benchmarks").join(name);
     if !dir.join("benchmark.yaml").is_file() {
-        return Err(LoadError::NotFound {
-            name: name.to_string(),
-            path: dir.join("benchmark.yaml"),
-            available: available_benchmarks(root),
-        });
+        let names = benchmark_names(root);
+        let hint = if names.is_empty() {
+            wrong_root_hint(root)
+        } else {
+            crate::util::did_you_mean(name, names.iter().map(String::as_str))
+        };
+        let available = if names.is_empty() { "none".into() } else { names.join(", ") };
+        return Err(LoadError::NotFound { name: name.to_string(), path: dir.join("benchmark.yaml"), available, hint });
     }
     let dir = dir.canonicalize().unwrap_or(dir);
     let mut problems = Vec::new();
@@ -285,7 +288,8 @@ pub fn load_benchmark(root: &Path, name: &str) -> Result<Benchmark, LoadError> {
     })
 }
 
-fn available_benchmarks(root: &Path) -> String {
+/// The benchmarks under `root` (folders of `benchmarks/` with a benchmark.yaml), sorted.
+fn benchmark_names(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(root.join("benchmarks"))
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -295,7 +299,19 @@ fn available_benchmarks(root: &Path) -> String {
         })
         .unwrap_or_default();
     names.sort();
-    if names.is_empty() { "none".into() } else { names.join(", ") }
+    names
+}
+
+/// A root without any benchmark is most often the wrong directory (hcbench run from a
+/// subfolder or from home): say which root was used and how to choose another, since
+/// `--root` defaults to the current directory.
+fn wrong_root_hint(root: &Path) -> String {
+    let shown = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let what = if root.join("benchmarks").is_dir() { "no benchmark in" } else { "no benchmarks/ folder in" };
+    format!(
+        "; {what} the project root {}: run hcbench from the project's folder, or name it with `--root DIR` or HCBENCH_ROOT",
+        shown.display()
+    )
 }
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(file: &Path) -> Result<T, Problem> {

@@ -34,9 +34,9 @@ pub enum SuiteError {
     #[error("suite file {path} is not valid: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error(
-        "suite file {path}: field `cases`: `{id}` is not a case of benchmark `{benchmark}`; fix the id or remove it"
+        "suite file {path}: field `cases`: `{id}` is not a case of benchmark `{benchmark}`; fix the id or remove it{hint}"
     )]
-    UnknownCase { path: PathBuf, id: String, benchmark: String },
+    UnknownCase { path: PathBuf, id: String, benchmark: String, hint: String },
     #[error("suite file {path}: field `cases`: `{id}` is listed twice; list each case once")]
     Duplicate { path: PathBuf, id: String },
 }
@@ -73,7 +73,8 @@ pub fn select_suite(root: &Path, given: &str, bench: &Benchmark) -> Result<Vec<S
             return Err(SuiteError::Duplicate { path, id: id.clone() });
         }
         if bench.case(id).is_none() {
-            return Err(SuiteError::UnknownCase { path, id: id.clone(), benchmark: bench.name.clone() });
+            let hint = crate::util::did_you_mean(id, bench.cases.iter().map(|c| c.id.as_str()));
+            return Err(SuiteError::UnknownCase { path, id: id.clone(), benchmark: bench.name.clone(), hint });
         }
     }
     let mut splits = Vec::new();
@@ -111,13 +112,14 @@ fn suite_file(root: &Path, given: &str, bench: &Benchmark) -> Result<PathBuf, Su
         if path.is_file() {
             return Ok(path);
         }
-        return Err(SuiteError::NotFound {
-            name: given.into(),
-            benchmark: bench.name.clone(),
-            available: names_in(&dir),
-            hint: elsewhere(root, given, bench),
-            path,
-        });
+        let names = names_in(&dir);
+        // Another benchmark's suite of that very name says more than a near miss here.
+        let mut hint = elsewhere(root, given, bench);
+        if hint.is_empty() {
+            hint = crate::util::did_you_mean(given, names.iter().map(String::as_str));
+        }
+        let available = if names.is_empty() { "none".into() } else { names.join(", ") };
+        return Err(SuiteError::NotFound { name: given.into(), benchmark: bench.name.clone(), available, hint, path });
     }
     let given_path = Path::new(given);
     let Ok(file) = given_path.canonicalize() else {
@@ -170,8 +172,8 @@ fn elsewhere(root: &Path, name: &str, bench: &Benchmark) -> String {
     String::new()
 }
 
-/// The suite names in `dir`, sorted and comma-separated, or `none`.
-fn names_in(dir: &Path) -> String {
+/// The suite names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -182,5 +184,5 @@ fn names_in(dir: &Path) -> String {
         })
         .unwrap_or_default();
     names.sort();
-    if names.is_empty() { "none".into() } else { names.join(", ") }
+    names
 }

@@ -4,6 +4,7 @@
 //! process environment ([`Environment::capture`]).
 
 mod ablate;
+mod completions;
 mod gate;
 mod list;
 mod matrix;
@@ -71,6 +72,12 @@ impl From<crate::report::ExportError> for CommandError {
 
 /// Runs the parsed command line.
 pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
+    // Generated from the parser alone: no project root, no .env.
+    match &cli.command {
+        Command::Completions(args) => return completions::completions(args),
+        Command::Man(args) => return completions::man(args),
+        _ => {}
+    }
     let settings = Settings::new(&cli, Environment::capture(&cli.root)?);
     match cli.command {
         Command::Run(args) => {
@@ -94,5 +101,6 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Record(args) => record::record(&settings.root, args),
         Command::Trend(args) => trend::trend(&settings, args),
         Command::History(cmd) => trend::history(&settings, cmd),
+        Command::Completions(_) | Command::Man(_) => unreachable!("handled before the settings"),
     }
 }

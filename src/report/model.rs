@@ -282,7 +282,7 @@ pub fn from_cells(
 
 /// `hcbench matrix --resume DIR` for this run directory, absolute so the command works from
 /// anywhere under the project root and so a re-render writes the same bytes wherever it runs.
-fn resume_command(run_dir: &Path) -> String {
+pub(crate) fn resume_command(run_dir: &Path) -> String {
     let dir = run_dir.canonicalize().unwrap_or_else(|_| run_dir.to_path_buf());
     let dir = dir.to_string_lossy();
     if dir.chars().any(|c| c.is_whitespace() || "'\"$`\\".contains(c)) {

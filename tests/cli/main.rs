@@ -7,6 +7,7 @@ mod ablate;
 mod bench;
 mod byo;
 mod context;
+mod conventions;
 mod exit_policy;
 mod exploits;
 mod gate;
