@@ -56,6 +56,8 @@ pub enum Command {
     /// Manage the results history that matrix and ablate append to.
     #[command(subcommand)]
     History(HistoryCommand),
+    /// Open a run's report.html (or the index of past runs) in a browser, or serve it on 127.0.0.1.
+    View(ViewArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -401,4 +403,25 @@ pub struct HistoryImportArgs {
     /// Results history folder (default: $HCBENCH_HISTORY, else <root>/reports/history).
     #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
     pub history: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// A run directory (default: the index of every run under workspace/runs, reports/index.html).
+    #[arg(value_name = "RUN_DIR", conflicts_with = "latest")]
+    pub run_dir: Option<PathBuf>,
+    /// The newest run under <root>/workspace/runs.
+    #[arg(long)]
+    pub latest: bool,
+    /// Serve the run (and the index) on 127.0.0.1 and print the URL, even when a browser could
+    /// open the file directly. Without a browser ($BROWSER, or xdg-open with a display), hcbench
+    /// serves anyway. Runs until Ctrl-C.
+    #[arg(long)]
+    pub serve: bool,
+    /// Port to serve on (default: a free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Start no browser: print the page's path (or, with --serve, its URL) and nothing else.
+    #[arg(long)]
+    pub no_open: bool,
 }

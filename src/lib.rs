@@ -34,6 +34,7 @@ pub mod replay;
 pub mod report;
 pub mod rundir;
 pub mod sandbox;
+pub mod serve;
 pub mod settings;
 pub mod stats;
 pub mod supervisor;

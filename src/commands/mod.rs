@@ -15,6 +15,7 @@ mod run;
 mod test_split;
 mod trend;
 mod validate;
+mod view;
 
 use crate::cli::{Cli, Command};
 use crate::environment::Environment;
@@ -94,5 +95,6 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Record(args) => record::record(&settings.root, args),
         Command::Trend(args) => trend::trend(&settings, args),
         Command::History(cmd) => trend::history(&settings, cmd),
+        Command::View(args) => view::view(&settings, args),
     }
 }
