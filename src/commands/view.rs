@@ -49,7 +49,8 @@ pub fn view(settings: &Settings, args: ViewArgs) -> Result<i32, CommandError> {
     if let Some((path, rows)) = &index {
         let unreadable = rows.iter().filter(|r| r.started_at.is_empty()).count();
         let note = if unreadable > 0 { format!(", {unreadable} unreadable") } else { String::new() };
-        eprintln!("index of {} runs{note}: {}", rows.len(), path.display());
+        let runs = if rows.len() == 1 { "run" } else { "runs" };
+        eprintln!("index of {} {runs}{note}: {}", rows.len(), path.display());
     }
     let page = match &run_dir {
         Some(dir) => dir.join("reports/report.html"),

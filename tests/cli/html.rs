@@ -271,8 +271,17 @@ impl Browser {
     }
 
     pub(crate) fn open(&self, file: &Path) {
-        let url = format!("file://{}", file.canonicalize().unwrap().display());
+        self.open_url(&format!("file://{}", file.canonicalize().unwrap().display()));
+    }
+
+    /// Navigates to `url` and waits for the page to load (WebDriver's page load strategy).
+    pub(crate) fn open_url(&self, url: &str) {
         self.request("POST", &self.session_path("/url"), Some(json!({"url": url})));
+    }
+
+    /// Types `text` into `element` as keystrokes (each fires its input event).
+    pub(crate) fn send_keys(&self, element: &str, text: &str) {
+        self.request("POST", &self.session_path(&format!("/element/{element}/value")), Some(json!({"text": text})));
     }
 
     pub(crate) fn find_all(&self, css: &str) -> Vec<String> {
@@ -302,7 +311,7 @@ impl Browser {
         self.request("GET", &self.session_path(&format!("/element/{element}/text")), None).as_str().unwrap().to_string()
     }
 
-    fn click(&self, element: &str) {
+    pub(crate) fn click(&self, element: &str) {
         self.request("POST", &self.session_path(&format!("/element/{element}/click")), Some(json!({})));
     }
 
