@@ -432,3 +432,19 @@ fn a_thousand_cell_report_filters_deep_links_sorts_and_screenshots_in_chromium()
     browser.click(&link);
     assert_eq!(browser.script("return location.pathname;"), json!("/workspace/runs/run-big/reports/report.html"));
 }
+
+#[test]
+fn a_finished_run_in_workspace_runs_refreshes_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = root_with_a_run(tmp.path());
+    let index = std::fs::read_to_string(root.join("reports/index.html")).expect("the run wrote the index");
+    assert!(index.contains("href=\"../workspace/runs/run-a/reports/report.html\""), "{index}");
+    // A run elsewhere (--out outside any workspace/runs) leaves no index beside it.
+    let elsewhere = tmp.path().join("elsewhere/run");
+    Test::new()
+        .args(&["matrix", "--profiles", "oracle", "--case", "bugfix-1", "--out"])
+        .arg_path(&elsewhere)
+        .run()
+        .code(0);
+    assert!(!tmp.path().join("reports").exists() && !tmp.path().join("elsewhere/reports").exists());
+}
