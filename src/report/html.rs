@@ -857,6 +857,29 @@ mod tests {
     }
 
     #[test]
+    fn headers_read_right_with_one_epoch_and_with_several() {
+        let two = render(&report()).unwrap();
+        assert!(two.contains(">pass@2<") && two.contains(">pass^2<") && two.contains(">pass@1<"));
+        let mut one = report();
+        one.epochs = 1;
+        let one = render(&one).unwrap();
+        assert!(!one.contains("pass@1") && !one.contains("pass^1"), "one epoch shows the pass rate only");
+        assert!(one.contains("With one epoch pass@k and pass^k equal the pass rate"));
+    }
+
+    #[test]
+    fn the_filter_bar_offers_what_the_cells_have() {
+        let html = render(&report()).unwrap();
+        assert!(html.contains("id=\"f-q\""));
+        assert!(html.contains("<option value=\"oracle\">oracle</option><option value=\"nop\">nop</option>"));
+        assert!(html.contains("<option value=\"provider_error\">provider error</option>"), "outcomes present in the run");
+        assert!(!html.contains("<option value=\"timeout\">"), "no choice that would show nothing");
+        // One category and one split: no filter that cannot narrow anything.
+        assert!(!html.contains("id=\"f-category\"") && !html.contains("id=\"f-split\""));
+        assert!(html.contains("data-profile=\"nop\" data-outcome=\"failed\""));
+    }
+
+    #[test]
     fn thousands_separators() {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
