@@ -16,6 +16,7 @@ pub mod action;
 pub mod agent;
 pub mod aggregate;
 pub mod bench;
+pub mod browser;
 pub mod cli;
 pub mod commands;
 pub mod engine;

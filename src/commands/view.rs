@@ -8,17 +8,13 @@
 //! machine over SSH, a container) or with `--serve`, the page is served on 127.0.0.1
 //! ([`crate::serve`]) and its URL printed, for a browser elsewhere through a forwarded port.
 //!
-//! A browser is started only when one is named (`$BROWSER`) or a display exists for
-//! `xdg-open`: on a terminal without a display `xdg-open` would start a text browser in this
-//! very terminal. It is started detached (stdin and output closed, its own process group) and
-//! never waited for, so the command returns at once.
+//! Which browser, and how it is started without blocking the terminal, is [`crate::browser`].
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use super::CommandError;
+use crate::browser::Browser;
 use crate::cli::ViewArgs;
-use crate::environment::Environment;
 use crate::exit;
 use crate::report::index::{self, INDEX_PATH, RUNS_DIR};
 use crate::serve::{Mount, Server, percent_encode_path};
@@ -178,50 +174,4 @@ fn no_runs(runs_dir: &Path) -> CommandError {
 fn file_url(page: &Path) -> String {
     let absolute = page.canonicalize().unwrap_or_else(|_| page.to_path_buf());
     format!("file://{}", percent_encode_path(&absolute.to_string_lossy()))
-}
-
-/// How to start a browser: `$BROWSER` (the first of its `:`-separated commands; `%s` stands for
-/// the URL, else the URL is appended), else `xdg-open` (`open` on macOS) when there is a
-/// display to show a window on.
-struct Browser {
-    program: String,
-    args: Vec<String>,
-}
-
-impl Browser {
-    fn find(env: &Environment) -> Option<Browser> {
-        if let Some(value) = env.get("BROWSER") {
-            let first = value.split(':').find(|c| !c.trim().is_empty())?;
-            let mut words = first.split_whitespace().map(str::to_string);
-            let program = words.next()?;
-            return Some(Browser { program, args: words.collect() });
-        }
-        if cfg!(target_os = "macos") {
-            return Some(Browser { program: "open".into(), args: Vec::new() });
-        }
-        let display = env.get("DISPLAY").is_some() || env.get("WAYLAND_DISPLAY").is_some();
-        let on_path = env.get("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("xdg-open").is_file()));
-        (display && on_path).then(|| Browser { program: "xdg-open".into(), args: Vec::new() })
-    }
-
-    /// Starts the browser on `url` without waiting for it.
-    fn open(&self, url: &str) -> std::io::Result<()> {
-        use std::os::unix::process::CommandExt as _;
-        let mut args: Vec<String> = self.args.iter().map(|a| a.replace("%s", url)).collect();
-        if !self.args.iter().any(|a| a.contains("%s")) {
-            args.push(url.to_string());
-        }
-        let mut child = Command::new(&self.program)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Its own process group: Ctrl-C on the server must not take the browser with it.
-            .process_group(0)
-            .spawn()?;
-        // Reaped in the background while this process lives (the server); otherwise it
-        // simply outlives us.
-        std::thread::spawn(move || child.wait());
-        Ok(())
-    }
 }

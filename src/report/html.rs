@@ -872,7 +872,10 @@ mod tests {
         let html = render(&report()).unwrap();
         assert!(html.contains("id=\"f-q\""));
         assert!(html.contains("<option value=\"oracle\">oracle</option><option value=\"nop\">nop</option>"));
-        assert!(html.contains("<option value=\"provider_error\">provider error</option>"), "outcomes present in the run");
+        assert!(
+            html.contains("<option value=\"provider_error\">provider error</option>"),
+            "outcomes present in the run"
+        );
         assert!(!html.contains("<option value=\"timeout\">"), "no choice that would show nothing");
         // One category and one split: no filter that cannot narrow anything.
         assert!(!html.contains("id=\"f-category\"") && !html.contains("id=\"f-split\""));

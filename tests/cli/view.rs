@@ -267,7 +267,8 @@ fn thousand_cell_run(root: &Path) -> PathBuf {
     let big = root.join("workspace/runs/run-big");
     let mut manifest: Value = serde_json::from_slice(&std::fs::read(real.join("manifest.json")).unwrap()).unwrap();
     let categories = ["bugfix", "context", "greenfield", "policy", "recovery"];
-    let case = |i: usize| (format!("case-{i:03}"), categories[i % 5], if i.is_multiple_of(4) { "test" } else { "train" });
+    let case =
+        |i: usize| (format!("case-{i:03}"), categories[i % 5], if i.is_multiple_of(4) { "test" } else { "train" });
     manifest["cases"] =
         (0..CASES).map(|i| json!({"id": case(i).0, "category": case(i).1, "split": case(i).2})).collect();
     manifest["epochs"] = json!(EPOCHS);
