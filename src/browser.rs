@@ -68,7 +68,10 @@ mod tests {
     #[test]
     fn browser_is_the_first_command_and_percent_s_is_the_url() {
         let b = Browser::find(&env(&[("BROWSER", "firefox --new-window %s:chromium")])).unwrap();
-        assert_eq!((b.program.as_str(), b.args.as_slice()), ("firefox", &["--new-window".to_string(), "%s".into()][..]));
+        assert_eq!(
+            (b.program.as_str(), b.args.as_slice()),
+            ("firefox", &["--new-window".to_string(), "%s".into()][..])
+        );
     }
 
     #[test]

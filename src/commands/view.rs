@@ -55,7 +55,7 @@ pub fn view(settings: &Settings, args: ViewArgs) -> Result<i32, CommandError> {
     let has_page = page.is_file();
     if let Some(dir) = run_dir.as_ref().filter(|_| !has_page) {
         eprintln!(
-            "{} has no reports/report.html yet (an interrupted run?): `hcbench report {}` renders it; serving the run directory instead",
+            "{} has no reports/report.html yet (an interrupted run?): `hcbench report {}` renders it; the run directory is shown instead",
             dir.display(),
             dir.display()
         );

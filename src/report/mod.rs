@@ -60,22 +60,7 @@ pub fn write_all(run_dir: &Path, report: &MatrixReport) -> Result<Vec<PathBuf>, 
         crate::util::write_atomic(&path, &bytes).map_err(|source| ExportError::Write { path: path.clone(), source })?;
         written.push(path);
     }
-    // A run in a project's workspace/runs/ refreshes that project's index of runs, so a new
-    // run is listed without `hcbench view`. The index is a convenience: failing to write it
-    // must not fail the run, whose own reports are written.
-    if let Some(root) = project_of(run_dir)
-        && let Err(e) = index::write(root)
-    {
-        tracing::warn!("cannot refresh {}: {e}", root.join(index::INDEX_PATH).display());
-    }
     Ok(written)
-}
-
-/// The project root of a run directory at `<root>/workspace/runs/<name>`, else None.
-fn project_of(run_dir: &Path) -> Option<&Path> {
-    let runs = run_dir.parent().filter(|p| p.file_name().is_some_and(|n| n == "runs"))?;
-    let workspace = runs.parent().filter(|p| p.file_name().is_some_and(|n| n == "workspace"))?;
-    workspace.parent()
 }
 
 /// `0.8333` -> `83.3%`.

@@ -277,7 +277,9 @@
     if ((a.n === null) !== (b.n === null)) return a.n === null ? 1 : -1;
     return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
   }
-  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+  // The ablation tables are sortable too (selected by their section, so their markup, which
+  // other tests pin, stays as it is).
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable, #ablation table.data"), function (table) {
     var head = table.tHead && table.tHead.rows[0];
     if (!head || !table.tBodies[0]) return;
     Array.prototype.forEach.call(head.cells, function (th, index) {
