@@ -36,7 +36,13 @@ pub fn view(settings: &Settings, args: ViewArgs) -> Result<i32, CommandError> {
         (None, true) => {
             let rows = index.as_ref().map(|(_, rows)| rows.as_slice()).unwrap_or_default();
             // Newest first; a run whose manifest cannot be read has no start time to compare.
-            let newest = rows.iter().find(|r| !r.started_at.is_empty()).ok_or_else(|| no_runs(&runs_dir))?;
+            let newest = rows.iter().find(|r| !r.started_at.is_empty()).ok_or_else(|| match rows.len() {
+                0 => no_runs(&runs_dir),
+                n => CommandError::Usage(format!(
+                    "no readable run under {}: {n} folder(s) there have no readable manifest.json (reports/index.html lists each with the reason); give a RUN_DIR",
+                    runs_dir.display()
+                )),
+            })?;
             Some(newest.path.clone())
         }
         (None, false) => None,

@@ -236,6 +236,11 @@ fn view_errors_name_the_path_and_the_fix() {
             .stderr_has("--root");
     }
     assert!(!empty.join("reports").exists(), "a failed view writes nothing");
+    std::fs::create_dir_all(empty.join("workspace/runs/half")).unwrap();
+    view(&empty, &["--latest"])
+        .code(2)
+        .stderr_has("error: no readable run under ./workspace/runs: 1 folder(s) there have no readable manifest.json");
+    std::fs::remove_dir_all(empty.join("workspace")).unwrap();
 
     let missing = tmp.path().join("no-such-run");
     view(&empty, &[missing.to_str().unwrap()])
