@@ -130,6 +130,8 @@ fn the_html_report_opens_offline_shows_every_cell_and_each_cells_timeline() {
         assert!(shown.contains(&cell_id), "{cell_id}: the timeline names its cell:\n{shown}");
         assert!(shown.contains("run_finished"), "{cell_id}: the timeline has a run_finished entry:\n{shown}");
         assert_eq!(browser.displayed_timelines(), 1, "one timeline at a time");
+        // From file:// too, the address follows the open cell, so it can be copied as a link.
+        assert_eq!(browser.script("return location.hash;"), json!(format!("#cell={cell_id}")));
         if let Some(previous) = first_timeline.replace(timeline) {
             assert!(!browser.displayed(&previous), "the previous timeline is hidden again");
         }

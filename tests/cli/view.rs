@@ -427,6 +427,10 @@ fn a_thousand_cell_report_filters_deep_links_sorts_and_screenshots_in_chromium()
         json!("descending")
     );
 
+    // A hand-broken address opens the page without a script error.
+    browser.open_url(&format!("{page}#q=%E0%A4%A&cell=%zz"));
+    assert_eq!(browser.script("return document.getElementById('f-q').value;"), json!("%E0%A4%A"));
+
     // One epoch's headers are not shown for ten: pass@10 and pass^10 are.
     let headers = browser.text(&browser.find("#summary thead"));
     assert!(headers.contains("pass@10") && headers.contains("pass^10"), "{headers}");

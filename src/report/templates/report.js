@@ -170,17 +170,26 @@
     if (heading) heading.focus({ preventScroll: true });
   }
 
+  // A hand-edited address may hold a broken %-escape: keep the text as it is then.
+  function decode(text) {
+    try {
+      return decodeURIComponent(text);
+    } catch (e) {
+      return text;
+    }
+  }
+
   // Reads the fragment: filter state and an open cell, or an old-style `#tl-...` id.
   function fromFragment() {
     var hash = location.hash.slice(1);
     if (hash.indexOf("=") < 0) {
-      if (hash) reveal(decodeURIComponent(hash));
+      if (hash) reveal(decode(hash));
       return;
     }
     var params = {};
     hash.split("&").forEach(function (pair) {
       var at = pair.indexOf("=");
-      if (at > 0) params[pair.slice(0, at)] = decodeURIComponent(pair.slice(at + 1).replace(/\+/g, " "));
+      if (at > 0) params[pair.slice(0, at)] = decode(pair.slice(at + 1).replace(/\+/g, " "));
     });
     FIELDS.forEach(function (f) {
       var c = controls[f];
