@@ -418,9 +418,9 @@ pub struct ViewArgs {
     /// serves anyway. Runs until Ctrl-C.
     #[arg(long)]
     pub serve: bool,
-    /// Port to serve on (default: a free port).
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
+    /// Port to serve on (implies --serve; default: a free port).
+    #[arg(long)]
+    pub port: Option<u16>,
     /// Start no browser: print the page's path (or, with --serve, its URL) and nothing else.
     #[arg(long)]
     pub no_open: bool,

@@ -68,7 +68,8 @@ pub fn view(settings: &Settings, args: ViewArgs) -> Result<i32, CommandError> {
     }
     let browser = if args.no_open { None } else { Browser::find(&settings.env) };
 
-    if !args.serve && has_page {
+    let serve_asked = args.serve || args.port.is_some();
+    if !serve_asked && has_page {
         if let Some(browser) = &browser {
             match browser.open(&file_url(&page)) {
                 Ok(()) => {
@@ -82,12 +83,12 @@ pub fn view(settings: &Settings, args: ViewArgs) -> Result<i32, CommandError> {
             return Ok(exit::SUCCESS);
         }
     }
-    if args.no_open && !args.serve && !has_page {
+    if args.no_open && !serve_asked && !has_page {
         // Only printing was asked for, and there is no page to print: the folder will do.
         println!("{}", run_dir.as_deref().unwrap_or(root).display());
         return Ok(exit::SUCCESS);
     }
-    serve(root, &runs_dir, run_dir.as_deref(), index_path.is_some(), has_page, args.port, browser.as_ref())
+    serve(root, &runs_dir, run_dir.as_deref(), index_path.is_some(), has_page, args.port.unwrap_or(0), browser.as_ref())
 }
 
 /// Serves the run (and the index) until the process is stopped.

@@ -261,7 +261,7 @@ fn view_errors_name_the_path_and_the_fix() {
     let root = root_with_a_run(tmp.path());
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    view(&root, &["--latest", "--serve", "--port", &port])
+    view(&root, &["--latest", "--port", &port])
         .code(2)
         .stderr_has(&format!("error: cannot listen on 127.0.0.1:{port}"))
         .stderr_has("choose another --port, or leave it out for any free port");
