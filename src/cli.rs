@@ -421,7 +421,7 @@ pub struct ViewArgs {
     /// Port to serve on (implies --serve; default: a free port).
     #[arg(long)]
     pub port: Option<u16>,
-    /// Start no browser: print the page's path (or, with --serve, its URL) and nothing else.
+    /// Start no browser: print the page's path and exit (with --serve or --port: serve, print the URLs).
     #[arg(long)]
     pub no_open: bool,
 }
