@@ -16,6 +16,7 @@ mod run;
 mod test_split;
 mod trend;
 mod validate;
+mod view;
 
 use crate::cli::{Cli, Command};
 use crate::environment::Environment;
@@ -101,6 +102,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Record(args) => record::record(&settings.root, args),
         Command::Trend(args) => trend::trend(&settings, args),
         Command::History(cmd) => trend::history(&settings, cmd),
+        Command::View(args) => view::view(&settings, args),
         Command::Completions(_) | Command::Man(_) => unreachable!("handled before the settings"),
     }
 }

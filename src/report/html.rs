@@ -124,6 +124,11 @@ struct Page {
     /// An ablate run's tables (context, effects, failures...); empty for other commands.
     ablation: Vec<super::ablation::TableView>,
     heatmap: Heatmap,
+    /// The choices of the filter bar above the heatmap, in first-seen order (profiles are the
+    /// heatmap's columns, outcomes the legend's classes with a count).
+    filter_categories: Vec<String>,
+    /// Empty when every case has the same split (or none): the split filter is then left out.
+    filter_splits: Vec<String>,
     failing: Vec<FailingRow>,
     notes: Vec<String>,
     /// The incomplete-run banner, shown before anything else.
@@ -239,6 +244,7 @@ struct Heatmap {
 struct HeatRow {
     case_id: String,
     category: String,
+    split: String,
     /// One slot per profile (same order as `Heatmap::profiles`), each with its epoch cells.
     slots: Vec<Vec<HeatCell>>,
 }
@@ -246,6 +252,8 @@ struct HeatRow {
 #[derive(Serialize)]
 struct HeatCell {
     cell_id: String,
+    /// The profile (or profile+ablation group) the filter matches against.
+    profile: String,
     dom_id: String,
     outcome: &'static str,
     glyph: &'static str,
@@ -257,6 +265,11 @@ struct HeatCell {
 struct FailingRow {
     cell_id: String,
     dom_id: String,
+    /// What the filter bar matches the row against, as on the heatmap.
+    case_id: String,
+    profile: String,
+    category: String,
+    split: String,
     outcome: &'static str,
     words: &'static str,
     reason: String,
@@ -323,6 +336,8 @@ impl Page {
             .collect();
         let dom_ids = dom_ids(&report.cells);
         let timelines: HashMap<&str, &Timeline> = report.timelines.iter().map(|t| (t.cell_id.as_str(), t)).collect();
+        let by_cell: HashMap<&str, &CellSummary> = report.cells.iter().map(|c| (c.cell_id.as_str(), c)).collect();
+        let splits = distinct(report.cells.iter().map(|c| c.split.as_str()).filter(|s| !s.is_empty()));
         Page {
             title: format!("hcbench {} · {} · {}", report.command, report.benchmark, report.run_id),
             css: CSS,
@@ -352,14 +367,24 @@ impl Page {
             splits: category_rows(report.split_breakdown(), |s| s.split.as_deref()),
             ablation: report.ablation.as_ref().map(super::ablation::tables).unwrap_or_default(),
             heatmap: heatmap(report, &dom_ids),
+            filter_categories: distinct(report.cells.iter().map(|c| c.category.as_str()).filter(|c| !c.is_empty()))
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            filter_splits: if splits.len() > 1 { splits.into_iter().map(str::to_string).collect() } else { Vec::new() },
             failing: report
                 .failing
                 .iter()
                 .map(|f| {
                     let (outcome, words, _) = outcome_meta(&f.outcome);
+                    let cell = by_cell.get(f.cell_id.as_str());
                     FailingRow {
                         cell_id: f.cell_id.clone(),
                         dom_id: dom_ids.get(f.cell_id.as_str()).cloned().unwrap_or_default(),
+                        case_id: f.case_id.clone(),
+                        profile: cell.map_or_else(|| f.profile.clone(), |c| c.group().into_owned()),
+                        category: cell.map(|c| c.category.clone()).unwrap_or_default(),
+                        split: cell.map(|c| c.split.clone()).unwrap_or_default(),
                         outcome,
                         words,
                         reason: f.reason.clone(),
@@ -577,6 +602,7 @@ fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
             HeatRow {
                 case_id: case_id.to_string(),
                 category: of_case.first().map(|c| c.category.clone()).unwrap_or_default(),
+                split: of_case.first().map(|c| c.split.clone()).unwrap_or_default(),
                 slots,
             }
         })
@@ -590,7 +616,15 @@ fn heat_cell(c: &CellSummary, dom_id: &str, epochs: u32) -> HeatCell {
     let label = format!("{} with {}{epoch}: {words}", c.case_id, c.group());
     let reason = crate::util::truncate_str(&c.reason, TOOLTIP_REASON);
     let tooltip = if reason.is_empty() { label.clone() } else { format!("{label}. {reason}") };
-    HeatCell { cell_id: c.cell_id.clone(), dom_id: dom_id.to_string(), outcome, glyph, label, tooltip }
+    HeatCell {
+        cell_id: c.cell_id.clone(),
+        profile: c.group().into_owned(),
+        dom_id: dom_id.to_string(),
+        outcome,
+        glyph,
+        label,
+        tooltip,
+    }
 }
 
 fn yes_no(v: Option<bool>) -> String {
@@ -824,6 +858,32 @@ mod tests {
         r.timelines.clear();
         let html = render(&r).unwrap();
         assert_eq!(html.matches("No timeline for this cell").count(), r.cells.len());
+    }
+
+    #[test]
+    fn headers_read_right_with_one_epoch_and_with_several() {
+        let two = render(&report()).unwrap();
+        assert!(two.contains(">pass@2<") && two.contains(">pass^2<") && two.contains(">pass@1<"));
+        let mut one = report();
+        one.epochs = 1;
+        let one = render(&one).unwrap();
+        assert!(!one.contains("pass@1") && !one.contains("pass^1"), "one epoch shows the pass rate only");
+        assert!(one.contains("With one epoch pass@k and pass^k equal the pass rate"));
+    }
+
+    #[test]
+    fn the_filter_bar_offers_what_the_cells_have() {
+        let html = render(&report()).unwrap();
+        assert!(html.contains("id=\"f-q\""));
+        assert!(html.contains("<option value=\"oracle\">oracle</option><option value=\"nop\">nop</option>"));
+        assert!(
+            html.contains("<option value=\"provider_error\">provider error</option>"),
+            "outcomes present in the run"
+        );
+        assert!(!html.contains("<option value=\"timeout\">"), "no choice that would show nothing");
+        // One category and one split: no filter that cannot narrow anything.
+        assert!(!html.contains("id=\"f-category\"") && !html.contains("id=\"f-split\""));
+        assert!(html.contains("data-profile=\"nop\" data-outcome=\"failed\""));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub(crate) mod ablation;
 pub mod csv;
 pub mod exit_policy;
 pub mod html;
+pub mod index;
 pub mod json;
 pub mod junit;
 pub mod markdown;

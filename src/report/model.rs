@@ -383,6 +383,13 @@ fn line_diff(old: &str, new: &str) -> String {
     clip(&d)
 }
 
+/// A model action as a person reads it: `run_tests()` for a call without arguments (JSON
+/// `null` or `{}`, which read as noise), else the tool and its arguments cut to 200 bytes.
+fn call_title(tool: &str, args: &serde_json::Value) -> String {
+    let empty = args.is_null() || args.as_object().is_some_and(|o| o.is_empty());
+    if empty { format!("{tool}()") } else { format!("{tool} {}", crate::util::truncate_str(&args.to_string(), 200)) }
+}
+
 /// Turns a cell's events into timeline entries for people.
 pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
     let mut entries = Vec::new();
@@ -425,7 +432,7 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                     seq: e.seq,
                     step: Some(*step),
                     kind: "model_action".into(),
-                    title: format!("{tool} {}", crate::util::truncate_str(&brief.to_string(), 200)),
+                    title: call_title(tool, &brief),
                     detail: String::new(),
                     diff,
                     ok: None,
@@ -536,4 +543,17 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
     let omitted = entries.len().saturating_sub(TIMELINE_LIMIT);
     entries.truncate(TIMELINE_LIMIT);
     Timeline { cell_id: cell_id.to_string(), entries, omitted }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_title;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_without_arguments_reads_as_a_call() {
+        assert_eq!(call_title("run_tests", &serde_json::Value::Null), "run_tests()");
+        assert_eq!(call_title("run_tests", &json!({})), "run_tests()");
+        assert_eq!(call_title("read_file", &json!({"path": "a.py"})), r#"read_file {"path":"a.py"}"#);
+    }
 }

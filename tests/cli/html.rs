@@ -130,6 +130,8 @@ fn the_html_report_opens_offline_shows_every_cell_and_each_cells_timeline() {
         assert!(shown.contains(&cell_id), "{cell_id}: the timeline names its cell:\n{shown}");
         assert!(shown.contains("run_finished"), "{cell_id}: the timeline has a run_finished entry:\n{shown}");
         assert_eq!(browser.displayed_timelines(), 1, "one timeline at a time");
+        // From file:// too, the address follows the open cell, so it can be copied as a link.
+        assert_eq!(browser.script("return location.hash;"), json!(format!("#cell={cell_id}")));
         if let Some(previous) = first_timeline.replace(timeline) {
             assert!(!browser.displayed(&previous), "the previous timeline is hidden again");
         }
@@ -271,8 +273,17 @@ impl Browser {
     }
 
     pub(crate) fn open(&self, file: &Path) {
-        let url = format!("file://{}", file.canonicalize().unwrap().display());
+        self.open_url(&format!("file://{}", file.canonicalize().unwrap().display()));
+    }
+
+    /// Navigates to `url` and waits for the page to load (WebDriver's page load strategy).
+    pub(crate) fn open_url(&self, url: &str) {
         self.request("POST", &self.session_path("/url"), Some(json!({"url": url})));
+    }
+
+    /// Types `text` into `element` as keystrokes (each fires its input event).
+    pub(crate) fn send_keys(&self, element: &str, text: &str) {
+        self.request("POST", &self.session_path(&format!("/element/{element}/value")), Some(json!({"text": text})));
     }
 
     pub(crate) fn find_all(&self, css: &str) -> Vec<String> {
@@ -302,7 +313,7 @@ impl Browser {
         self.request("GET", &self.session_path(&format!("/element/{element}/text")), None).as_str().unwrap().to_string()
     }
 
-    fn click(&self, element: &str) {
+    pub(crate) fn click(&self, element: &str) {
         self.request("POST", &self.session_path(&format!("/element/{element}/click")), Some(json!({})));
     }
 

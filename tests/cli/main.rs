@@ -28,6 +28,7 @@ mod sandbox;
 mod trend;
 mod trend_html;
 mod verdicts;
+mod view;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
