@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -220,13 +219,7 @@ fn ctrl_c_prints_the_command_that_finishes_the_run() {
         .spawn()
         .unwrap();
     let trace = run_dir.join("cells/slow__oracle/trace.jsonl");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&trace).is_ok_and(|t| t.contains("state_updated")) {
-        assert!(Instant::now() < deadline, "the cell never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    crate::interrupt_once_running(&child, &trace);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     let stderr = String::from_utf8(out.stderr).unwrap();

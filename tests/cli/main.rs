@@ -130,6 +130,19 @@ impl Output {
     }
 }
 
+/// Sends Ctrl-C (SIGINT) to `child` once the cell whose trace is `trace` is running its tests
+/// (its trace has a `state_updated` event), as a user pressing Ctrl-C mid-run would.
+pub fn interrupt_once_running(child: &std::process::Child, trace: &Path) {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(trace).is_ok_and(|t| t.contains("state_updated")) {
+        assert!(Instant::now() < deadline, "the cell never started: {}", trace.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+}
+
 /// SHA-256 of every file under `dir`, keyed by relative path.
 pub fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
     use sha2::{Digest, Sha256};

@@ -224,13 +224,7 @@ fn ctrl_c_records_running_cells_as_cancelled_and_writes_reports() {
         .unwrap();
     // Wait until the cell is running its (slow) tests, then interrupt.
     let trace = run_dir.join("cells/slow__oracle/trace.jsonl");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&trace).is_ok_and(|t| t.contains("state_updated")) {
-        assert!(Instant::now() < deadline, "the cell never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    crate::interrupt_once_running(&child, &trace);
     let started = Instant::now();
     let status = child.wait().unwrap();
     assert!(started.elapsed() < Duration::from_secs(20), "a single Ctrl-C stops promptly");
