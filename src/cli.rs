@@ -101,7 +101,9 @@ pub struct ThresholdArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub selection: Selection,
-    /// Profile: `oracle`, `nop`, `scripted:PATH`, or `scripted` with --script.
+    /// Profile: a built-in (`oracle`, `nop`, `local`, `local-responses`, `scripted:PATH`, or `scripted`
+    /// with --script) or a table of the models file (--models, else $HCBENCH_MODELS, else models.toml
+    /// in the root). An unknown name is refused with the list of every profile there is.
     #[arg(long, default_value = "oracle")]
     pub profile: String,
     /// Action script for the scripted profile (YAML or JSON).
@@ -137,7 +139,10 @@ pub struct RunArgs {
 pub struct MatrixShape {
     #[command(flatten)]
     pub selection: Selection,
-    /// Comma-separated profiles, e.g. `oracle,gpt,deepseek` (built in: oracle, nop, scripted:PATH).
+    /// Comma-separated profiles, e.g. `oracle,gpt,deepseek`: built-ins (oracle, nop, local,
+    /// local-responses, scripted:PATH) and the tables of the models file (--models, else
+    /// $HCBENCH_MODELS, else models.toml in the root). An unknown name is refused with the list of
+    /// every profile there is.
     #[arg(long, value_delimiter = ',', default_value = "oracle")]
     pub profiles: Vec<String>,
     /// Times each case runs per profile (pass@k and pass^k use k = epochs).
@@ -211,7 +216,8 @@ pub struct AblateArgs {
     pub context: bool,
     #[command(flatten)]
     pub selection: Selection,
-    /// The one profile every ablation runs with.
+    /// The one profile every ablation runs with: a built-in or a table of the models file, as for
+    /// `run --profile`.
     #[arg(long, default_value = "oracle")]
     pub profile: String,
     /// Comma-separated ablations; `full` (the spec as is, the reference) is always run, first.

@@ -81,6 +81,10 @@ fn help_shows_examples_and_exit_codes_and_dash_h_stays_short() {
     assert!(top.contains("    7  trend --fail-on-regression"), "every code at the top:\n{top}");
     let completions = Test::new().args(&["completions", "--help"]).run().code(0).stdout;
     assert!(completions.contains("hcbench completions zsh > ~/.zfunc/_hcbench"), "{completions}");
+    // `run --profile` names where the other profiles come from, not only the built-ins.
+    let run = Test::new().args(&["run", "--help"]).run().code(0).stdout;
+    let profile = run.split("--profile <PROFILE>").nth(1).and_then(|s| s.split("\n\n").next()).unwrap_or_default();
+    assert!(profile.contains("models.toml") && profile.contains("local-responses"), "{profile}");
 }
 
 #[test]
