@@ -184,6 +184,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             });
         }
         emit(EventBody::ModelAction {
+            batch: None,
             step,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "a.py"}),
@@ -198,6 +199,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             invalid: false,
         });
         emit(EventBody::ToolResult {
+            batch: None,
             step,
             tool: "read_file".into(),
             ok: true,

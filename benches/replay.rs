@@ -32,6 +32,7 @@ fn step_events(step: u32) -> Vec<EventBody> {
             budget_tokens: 12000,
         },
         EventBody::ModelAction {
+            batch: None,
             step,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "src/module.py", "start_line": 10, "end_line": 80}),
@@ -46,6 +47,7 @@ fn step_events(step: u32) -> Vec<EventBody> {
             invalid: false,
         },
         EventBody::ToolResult {
+            batch: None,
             step,
             tool: "read_file".into(),
             ok: true,

@@ -76,6 +76,7 @@ fn main() {
             .unwrap();
             for step in 1..=6 {
                 w.append(EventBody::ModelAction {
+                    batch: None,
                     step,
                     tool: "read_file".into(),
                     args: serde_json::json!({"path": "a.py"}),
@@ -92,6 +93,7 @@ fn main() {
                 })
                 .unwrap();
                 w.append(EventBody::ToolResult {
+                    batch: None,
                     step,
                     tool: "read_file".into(),
                     ok: true,

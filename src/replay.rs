@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::trace::event::{EventBody, EventKind, ModelInfo, Outcome, Usage};
+use crate::trace::event::{Batch, EventBody, EventKind, ModelInfo, Outcome, Usage};
 use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
 
 /// Version of the results line format (`results.jsonl`).
@@ -50,7 +50,8 @@ pub struct CellSummary {
     pub reward: f64,
     pub stop_reason: String,
     pub reason: String,
-    /// Model actions taken.
+    /// Model turns that produced actions (a reply of several calls is one step; see
+    /// `batched_calls`), plus unparseable replies.
     pub steps: u32,
     pub step_budget: u32,
     pub tool_calls: u32,
@@ -123,6 +124,12 @@ pub struct CellSummary {
     /// Corrective retries after a denied, invalid or unparseable action (`policy_retry`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub policy_retries: u32,
+    /// Replies that held several calls (`model_action` events with a `batch`), each counted once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batches: u32,
+    /// Calls that came in those replies, refused ones included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batched_calls: u32,
     /// Input tokens the provider served from its prompt cache, where it reports them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
@@ -244,8 +251,19 @@ impl SummaryBuilder {
                 s.agent_spec = r.agent_spec;
                 s.ablation = r.ablation;
             }
-            LeanBody::ModelAction { usage } => {
-                s.steps += 1;
+            LeanBody::ModelAction { usage, batch } => {
+                // A reply is one step however many calls it held: the step budget counts
+                // model turns (docs/architecture.md, "Batches").
+                match batch {
+                    None => s.steps += 1,
+                    Some(b) => {
+                        s.batched_calls += 1;
+                        if b.position == 1 {
+                            s.steps += 1;
+                            s.batches += 1;
+                        }
+                    }
+                }
                 if let Some(u) = usage {
                     s.input_tokens += u.input_tokens;
                     s.output_tokens += u.output_tokens;
@@ -440,6 +458,7 @@ pub enum LeanBody {
     RunStarted(LeanRunStarted),
     ModelAction {
         usage: Option<Usage>,
+        batch: Option<Batch>,
     },
     ModelRetry,
     ModelError {
@@ -533,6 +552,8 @@ pub struct LeanRunFinished {
 struct JustUsage {
     #[serde(default)]
     usage: Option<Usage>,
+    #[serde(default)]
+    batch: Option<Batch>,
 }
 
 #[derive(Deserialize)]
@@ -624,7 +645,9 @@ impl Lean {
                 agent_spec: agent_spec.clone(),
                 ablation: ablation.clone(),
             }),
-            EventBody::ModelAction { usage, .. } => LeanBody::ModelAction { usage: usage.clone() },
+            EventBody::ModelAction { usage, batch, .. } => {
+                LeanBody::ModelAction { usage: usage.clone(), batch: *batch }
+            }
             EventBody::ModelRetry { .. } => LeanBody::ModelRetry,
             EventBody::ModelError { error_kind, usage, .. } => {
                 LeanBody::ModelError { error_kind: error_kind.clone(), usage: usage.clone() }
@@ -674,7 +697,10 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
     use serde::de::IgnoredAny;
     Ok(match kind {
         EventKind::RunStarted => LeanBody::RunStarted(LeanRunStarted::deserialize(d)?),
-        EventKind::ModelAction => LeanBody::ModelAction { usage: JustUsage::deserialize(d)?.usage },
+        EventKind::ModelAction => {
+            let a = JustUsage::deserialize(d)?;
+            LeanBody::ModelAction { usage: a.usage, batch: a.batch }
+        }
         EventKind::ModelRetry => {
             IgnoredAny::deserialize(d)?;
             LeanBody::ModelRetry
@@ -820,6 +846,7 @@ mod tests {
         })
         .unwrap();
         w.append(EventBody::ModelAction {
+            batch: None,
             step: 1,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "a.py"}),
@@ -836,6 +863,7 @@ mod tests {
         })
         .unwrap();
         w.append(EventBody::ToolResult {
+            batch: None,
             step: 1,
             tool: "read_file".into(),
             ok: true,
@@ -1002,6 +1030,7 @@ mod tests {
                 message: "denied by policy: secret".into(),
             }],
             EventKind::ModelAction => vec![EventBody::ModelAction {
+                batch: None,
                 step: 1,
                 tool: "read_file".into(),
                 args: serde_json::json!({"path": "a.py"}),
@@ -1045,6 +1074,7 @@ mod tests {
             ],
             EventKind::ToolResult => vec![
                 EventBody::ToolResult {
+                    batch: None,
                     step: 1,
                     tool: "read_file".into(),
                     ok: true,
@@ -1057,6 +1087,7 @@ mod tests {
                     duration_ms: 1,
                 },
                 EventBody::ToolResult {
+                    batch: None,
                     step: 4,
                     tool: "read_file".into(),
                     ok: false,
@@ -1069,6 +1100,7 @@ mod tests {
                     duration_ms: 0,
                 },
                 EventBody::ToolResult {
+                    batch: None,
                     step: 6,
                     tool: "edit_file".into(),
                     ok: true,
@@ -1085,6 +1117,7 @@ mod tests {
                     duration_ms: 1,
                 },
                 EventBody::ToolResult {
+                    batch: None,
                     step: 7,
                     tool: "read_file".into(),
                     ok: true,

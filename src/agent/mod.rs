@@ -6,6 +6,7 @@
 //! before the next one starts, and the summary is folded from exactly those events, so the
 //! live summary and a later replay agree by construction.
 
+pub mod batch;
 pub mod compaction;
 pub mod context;
 pub mod memory;
@@ -24,13 +25,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::action::{Call, Tool};
+use crate::action::{Action, Call, Tool};
 use crate::bench::Case;
 use crate::model::{ModelError, ModelRequest, Profile};
 use crate::replay::{CellSummary, SummaryBuilder};
 use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
-use crate::trace::event::{Artifact, EventBody, Outcome};
+use crate::trace::event::{Artifact, Batch, EventBody, Outcome};
 use compaction::Compactor;
 use context::{ContextState, Observation, Rendered};
 use memory::WorkingMemory;
@@ -313,103 +314,85 @@ async fn work(
             }
         };
         invalid_in_a_row = 0;
-        rec.emit(EventBody::ModelAction {
-            step,
-            tool: reply.action.tool.clone(),
-            args: reply.action.args.clone(),
-            usage: reply.usage.clone(),
-            latency_ms: reply.latency_ms,
-        })?;
+        let size = reply.actions.len();
+        for (i, action) in reply.actions.iter().enumerate() {
+            rec.emit(EventBody::ModelAction {
+                step,
+                tool: action.tool.clone(),
+                args: action.args.clone(),
+                // The turn was paid for once: its cost rides on its first call.
+                usage: if i == 0 { reply.usage.clone() } else { None },
+                latency_ms: if i == 0 { reply.latency_ms } else { 0 },
+                batch: Batch::of(step, i, size),
+            })?;
+        }
 
         let mut finished = false;
-        let tool_name = reply.action.tool.clone();
-        let brief = context::brief(&tool_name, &reply.action.args);
-        match Call::from_action(&reply.action) {
-            Err(message) => {
-                rec.emit(EventBody::PolicyDecision {
-                    step,
-                    tool: tool_name.clone(),
-                    allowed: false,
-                    reason: message.clone(),
-                    invalid: true,
-                })?;
-                let text = if spec.explain_denials {
-                    format!("invalid action: {message}. Fix the arguments and try again.")
-                } else {
-                    "invalid action".to_string()
-                };
-                emit_not_run(rec, step, &tool_name, &text)?;
-                if spec.explain_denials {
-                    rec.emit(EventBody::PolicyRetry { step, cause: "invalid_action".into(), message: text.clone() })?;
+        let mut turn = Turn {
+            cell,
+            step,
+            size,
+            memory: memory.as_mut(),
+            observations: &mut observations,
+            files_modified: &mut files_modified,
+            first_reads: &mut first_reads,
+        };
+        for group in batch::plan(&reply.actions) {
+            let indices = match group {
+                batch::Group::OverCap(range) => {
+                    let (first, last) = (range.start + 1, range.end);
+                    let told = format!(
+                        "not run: a reply may hold at most {} tool calls and this one held {size}; calls {first} to \
+                         {last} were not run. Ask for them again.",
+                        batch::MAX_BATCH
+                    );
+                    for i in range {
+                        turn.refuse_unrun(rec, i, &reply.actions[i].tool, &told, false)?;
+                    }
+                    turn.observe_refusal(rec, &format!("calls {first} to {last}"), "(not run)".into(), &told)?;
+                    continue;
                 }
-                remember_refusal(rec, memory.as_mut(), step, &tool_name, &text)?;
-                observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
+                batch::Group::Alone(i) => i..i + 1,
+                batch::Group::Together(range) => range,
+            };
+            if finished {
+                // `finish` ended the cell: what the reply asked after it never runs.
+                let told = "not run: `finish` came earlier in the same reply";
+                for i in indices {
+                    turn.refuse_unrun(rec, i, &reply.actions[i].tool, told, true)?;
+                }
+                continue;
             }
-            Ok(call) => match policy::decide(&call, case, ws) {
-                Decision::Deny(reason) => {
-                    rec.emit(EventBody::PolicyDecision {
-                        step,
-                        tool: tool_name.clone(),
-                        allowed: false,
-                        reason: reason.clone(),
-                        invalid: false,
-                    })?;
-                    let text = if spec.explain_denials {
-                        format!("denied by policy: {reason}. Choose an action the policy allows.")
-                    } else {
-                        "denied by policy".to_string()
-                    };
-                    emit_not_run(rec, step, &tool_name, &text)?;
-                    if spec.explain_denials {
-                        rec.emit(EventBody::PolicyRetry { step, cause: "denied".into(), message: text.clone() })?;
+            // Every call of the group passes the gate before any of them runs, so each decision
+            // is recorded before its result; the calls that may run then run together.
+            let mut gated = Vec::with_capacity(indices.len());
+            for i in indices {
+                gated.push((i, turn.gate(rec, &reply.actions[i])?));
+            }
+            let runs: Vec<_> = gated
+                .iter()
+                .filter_map(|(_, g)| match g {
+                    Gate::Run(call) => Some(async move {
+                        let t0 = Instant::now();
+                        let out = run_tool(cell, call).await;
+                        (out, t0.elapsed().as_millis() as u64)
+                    }),
+                    Gate::Refused { .. } => None,
+                })
+                .collect();
+            let mut outputs = batch::join_in_order(runs).await.into_iter();
+            // Results in the order the model asked, whatever order the calls ended in.
+            for (i, g) in gated {
+                let action = &reply.actions[i];
+                match g {
+                    Gate::Refused { text, cause } => turn.refused(rec, i, action, &text, cause)?,
+                    Gate::Run(call) => {
+                        let (out, duration_ms) = outputs.next().expect("one output per call that ran");
+                        turn.record(rec, i, action, &call, &out, duration_ms)?;
+                        finished |= call.tool() == Tool::Finish;
                     }
-                    remember_refusal(rec, memory.as_mut(), step, &tool_name, &text)?;
-                    observations.push(Observation::new(step, &tool_name, brief, "denied", &text));
                 }
-                Decision::Allow => {
-                    rec.emit(EventBody::PolicyDecision {
-                        step,
-                        tool: tool_name.clone(),
-                        allowed: true,
-                        reason: "allowed".into(),
-                        invalid: false,
-                    })?;
-                    let t0 = Instant::now();
-                    let out = run_tool(cell, &call).await;
-                    let duration_ms = t0.elapsed().as_millis() as u64;
-                    let preview = store_output(&plan.cell_dir, &format!("step-{step:03}-{tool_name}"), &out.text)?;
-                    for m in &out.modified {
-                        if !files_modified.contains(m) {
-                            files_modified.push(m.clone());
-                        }
-                    }
-                    if let (true, Some(path)) = (out.ok, &out.read) {
-                        first_reads.entry(path.clone()).or_insert(step);
-                    }
-                    finished = call.tool() == Tool::Finish;
-                    emit_result(rec, step, &tool_name, &out, preview, duration_ms)?;
-                    if let Some(view) = &out.repo_map {
-                        rec.emit(EventBody::RepoMapUsed {
-                            step,
-                            via: "tool".into(),
-                            query: crate::util::truncate_str(&view.query, 200).to_string(),
-                            files: view.files.clone(),
-                            tokens: view.tokens,
-                        })?;
-                    }
-                    if let Some(m) = memory.as_mut() {
-                        let changes = m.observe(step, &call, &out);
-                        if !changes.is_empty() {
-                            rec.emit(EventBody::MemoryUpdated { step, changes })?;
-                        }
-                    }
-                    let status = if out.ok { "ok" } else { "failed" };
-                    let mut o = Observation::new(step, &tool_name, brief, status, &preview_text(&out.text));
-                    o.read = out.read.clone().filter(|_| out.ok);
-                    o.modified = out.modified.clone();
-                    observations.push(o);
-                }
-            },
+            }
         }
         files_modified.sort();
         rec.emit(EventBody::StateUpdated { step, steps_used: step, files_modified: files_modified.clone(), finished })?;
@@ -468,6 +451,158 @@ async fn work(
     })
 }
 
+/// What the gate made of one call.
+enum Gate {
+    Run(Call),
+    /// Not run: `text` is what the model is told, `cause` the `policy_retry` cause.
+    Refused {
+        text: String,
+        cause: &'static str,
+    },
+}
+
+/// The state one model turn's calls update, borrowed from the loop for the turn.
+struct Turn<'t, 'c> {
+    cell: &'t Cell<'c>,
+    step: u32,
+    /// Calls in the reply.
+    size: usize,
+    memory: Option<&'t mut WorkingMemory>,
+    observations: &'t mut Vec<Observation>,
+    files_modified: &'t mut Vec<String>,
+    first_reads: &'t mut BTreeMap<String, u32>,
+}
+
+impl Turn<'_, '_> {
+    fn batch(&self, i: usize) -> Option<Batch> {
+        Batch::of(self.step, i, self.size)
+    }
+
+    /// The one permission gate: records the decision and says whether the call may run.
+    fn gate(&mut self, rec: &mut Recorder, action: &Action) -> io::Result<Gate> {
+        let (step, spec, case) = (self.step, self.cell.plan.spec.as_ref(), self.cell.plan.case.as_ref());
+        let tool = action.tool.clone();
+        let (reason, invalid, text, cause) = match Call::from_action(action) {
+            Err(message) => {
+                let text = if spec.explain_denials {
+                    format!("invalid action: {message}. Fix the arguments and try again.")
+                } else {
+                    "invalid action".to_string()
+                };
+                (message, true, text, "invalid_action")
+            }
+            Ok(call) => match policy::decide(&call, case, self.cell.ws) {
+                Decision::Allow => {
+                    rec.emit(EventBody::PolicyDecision {
+                        step,
+                        tool,
+                        allowed: true,
+                        reason: "allowed".into(),
+                        invalid: false,
+                    })?;
+                    return Ok(Gate::Run(call));
+                }
+                Decision::Deny(reason) => {
+                    let text = if spec.explain_denials {
+                        format!("denied by policy: {reason}. Choose an action the policy allows.")
+                    } else {
+                        "denied by policy".to_string()
+                    };
+                    (reason, false, text, "denied")
+                }
+            },
+        };
+        rec.emit(EventBody::PolicyDecision { step, tool, allowed: false, reason, invalid })?;
+        Ok(Gate::Refused { text, cause })
+    }
+
+    /// The result of a call the gate refused, at its place among the results.
+    fn refused(&mut self, rec: &mut Recorder, i: usize, action: &Action, text: &str, cause: &str) -> io::Result<()> {
+        let step = self.step;
+        emit_not_run(rec, step, &action.tool, text, self.batch(i))?;
+        if self.cell.plan.spec.explain_denials {
+            rec.emit(EventBody::PolicyRetry { step, cause: cause.into(), message: text.to_string() })?;
+        }
+        let brief = context::brief(&action.tool, &action.args);
+        self.observe_refusal(rec, &action.tool, brief, text)
+    }
+
+    /// A call of the reply that is not run whatever it is (past the cap, after `finish`): its
+    /// decision and its result, so the trace still has one of each per call. With `observe`,
+    /// the model is told about this call on its own.
+    fn refuse_unrun(&mut self, rec: &mut Recorder, i: usize, tool: &str, told: &str, observe: bool) -> io::Result<()> {
+        let step = self.step;
+        rec.emit(EventBody::PolicyDecision {
+            step,
+            tool: tool.to_string(),
+            allowed: false,
+            reason: told.to_string(),
+            invalid: true,
+        })?;
+        emit_not_run(rec, step, tool, told, self.batch(i))?;
+        if observe { self.observe_refusal(rec, tool, "(not run)".into(), told) } else { Ok(()) }
+    }
+
+    /// Tells the working memory and the observations about a call that did not run.
+    fn observe_refusal(&mut self, rec: &mut Recorder, tool: &str, brief: String, told: &str) -> io::Result<()> {
+        remember_refusal(rec, self.memory.as_deref_mut(), self.step, tool, told)?;
+        self.observations.push(Observation::new(self.step, tool, brief, "denied", told));
+        Ok(())
+    }
+
+    /// Records the result of a call that ran, and what it changed in the loop's state.
+    fn record(
+        &mut self,
+        rec: &mut Recorder,
+        i: usize,
+        action: &Action,
+        call: &Call,
+        out: &ToolOutput,
+        duration_ms: u64,
+    ) -> io::Result<()> {
+        let step = self.step;
+        let tool_name = &action.tool;
+        // A batched call's artifact is named by its position too: two reads of one reply would
+        // otherwise share a name.
+        let name = match self.batch(i) {
+            None => format!("step-{step:03}-{tool_name}"),
+            Some(b) => format!("step-{step:03}.{}-{tool_name}", b.position),
+        };
+        let preview = store_output(&self.cell.plan.cell_dir, &name, &out.text)?;
+        for m in &out.modified {
+            if !self.files_modified.contains(m) {
+                self.files_modified.push(m.clone());
+            }
+        }
+        if let (true, Some(path)) = (out.ok, &out.read) {
+            self.first_reads.entry(path.clone()).or_insert(step);
+        }
+        emit_result(rec, step, tool_name, out, preview, duration_ms, self.batch(i))?;
+        if let Some(view) = &out.repo_map {
+            rec.emit(EventBody::RepoMapUsed {
+                step,
+                via: "tool".into(),
+                query: crate::util::truncate_str(&view.query, 200).to_string(),
+                files: view.files.clone(),
+                tokens: view.tokens,
+            })?;
+        }
+        if let Some(m) = self.memory.as_deref_mut() {
+            let changes = m.observe(step, call, out);
+            if !changes.is_empty() {
+                rec.emit(EventBody::MemoryUpdated { step, changes })?;
+            }
+        }
+        let status = if out.ok { "ok" } else { "failed" };
+        let brief = context::brief(tool_name, &action.args);
+        let mut o = Observation::new(step, tool_name, brief, status, &preview_text(&out.text));
+        o.read = out.read.clone().filter(|_| out.ok);
+        o.modified = out.modified.clone();
+        self.observations.push(o);
+        Ok(())
+    }
+}
+
 /// Runs an allowed call. The file tools are synchronous and run on the blocking pool: should one
 /// ever block (a file system that hangs), only that thread waits, and the cell's wall-clock
 /// limit and Ctrl-C still end the cell, which awaits the thread, not the call. Commands stay
@@ -501,7 +636,7 @@ fn remember_refusal(
     if changes.is_empty() { Ok(()) } else { rec.emit(EventBody::MemoryUpdated { step, changes }) }
 }
 
-fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str) -> io::Result<()> {
+fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str, batch: Option<Batch>) -> io::Result<()> {
     rec.emit(EventBody::ToolResult {
         step,
         tool: tool.to_string(),
@@ -513,6 +648,7 @@ fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str) -> io::Re
         modified: Vec::new(),
         read: None,
         duration_ms: 0,
+        batch,
     })
 }
 
@@ -523,6 +659,7 @@ fn emit_result(
     out: &ToolOutput,
     artifact: Option<Artifact>,
     duration_ms: u64,
+    batch: Option<Batch>,
 ) -> io::Result<()> {
     rec.emit(EventBody::ToolResult {
         step,
@@ -535,6 +672,7 @@ fn emit_result(
         modified: out.modified.clone(),
         read: out.read.clone(),
         duration_ms,
+        batch,
     })
 }
 

@@ -44,10 +44,12 @@ pub struct ModelRequest {
     pub sections: Vec<(String, String)>,
 }
 
-/// A successful reply: one action, and what it cost.
+/// A successful reply: the actions the model asked for, in its order, and what they cost.
 #[derive(Debug, Clone)]
 pub struct ModelReply {
-    pub action: Action,
+    /// Never empty. Several when the model made several tool calls in one reply (or a script
+    /// gave one turn a `batch`); the agent runs them as one batch.
+    pub actions: Vec<Action>,
     pub usage: Option<Usage>,
     pub latency_ms: u64,
 }
@@ -244,11 +246,14 @@ impl QueueProvider {
         QueueProvider { info, steps: steps.into() }
     }
 
-    fn next(&mut self, request: &ModelRequest) -> Action {
+    fn next(&mut self, request: &ModelRequest) -> Vec<Action> {
         loop {
             match self.steps.pop_front() {
-                None => return Action::finish("no more scripted actions"),
-                Some(scripted::Step::Action(a)) => return a,
+                None => return vec![Action::finish("no more scripted actions")],
+                Some(scripted::Step::Action(a)) => return vec![a],
+                // An empty batch would be a reply with no action; the script check refuses it.
+                Some(scripted::Step::Batch(b)) if !b.batch.is_empty() => return b.batch,
+                Some(scripted::Step::Batch(_)) => {}
                 Some(scripted::Step::Branch(b)) => {
                     for step in b.choose(&request.sections).iter().rev() {
                         self.steps.push_front(step.clone());
@@ -265,7 +270,7 @@ impl Provider for QueueProvider {
     }
 
     fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn> {
-        let action = self.next(request);
-        Box::pin(async move { Ok(ModelReply { action, usage: None, latency_ms: 0 }).into() })
+        let actions = self.next(request);
+        Box::pin(async move { Ok(ModelReply { actions, usage: None, latency_ms: 0 }).into() })
     }
 }

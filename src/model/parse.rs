@@ -1,4 +1,4 @@
-//! Turning what a model sent into one [`Action`]: strict first, then tolerant of the noise real
+//! Turning what a model sent into its [`Action`]s: strict first, then tolerant of the noise real
 //! models produce.
 //!
 //! This module is pure (no I/O, no clock) so every rule is unit-tested, and it must never panic:
@@ -6,7 +6,10 @@
 //! in `docs/providers.md`):
 //!
 //! 1. Native tool calls (`tool_calls` in Chat Completions, `function_call` items in Responses)
-//!    win over text: the first call is the action.
+//!    win over text. Every native call is an action, in the order the model made them (the agent
+//!    runs them as one batch, `docs/architecture.md`); a call whose arguments cannot be decoded
+//!    stays in its place with the raw arguments, so the loop refuses that one call and says why.
+//!    When no native call can be read at all, the text is tried instead.
 //! 2. The whole text, trimmed, as strict JSON.
 //! 3. Fenced blocks (```` ```json ... ``` ````), each as strict JSON.
 //! 4. Every balanced `{...}` in the text, outermost first and in order, so prose around the
@@ -112,17 +115,36 @@ fn is_numeric_arg(key: &str) -> bool {
     TOOLS.iter().flat_map(|d| d.args).any(|a| a.kind == ArgKind::Count && a.name == key)
 }
 
-/// Turns a provider's raw reply into one action. Never panics.
+/// Turns a provider's raw reply into its first action. Never panics.
 pub(crate) fn parse_reply(raw: &RawReply) -> Result<Action, ModelError> {
+    parse_calls(raw).map(|mut actions| actions.swap_remove(0))
+}
+
+/// Turns a provider's raw reply into its actions, in the order the model asked: every native
+/// tool call, else the one action of the text. The list is never empty. Never panics.
+pub(crate) fn parse_calls(raw: &RawReply) -> Result<Vec<Action>, ModelError> {
     let mut first_error: Option<String> = None;
-    if let Some(call) = raw.tool_calls.first() {
+    let mut actions = Vec::with_capacity(raw.tool_calls.len());
+    let mut read = 0;
+    for call in &raw.tool_calls {
         match action_from_tool_call(&call.name, &call.arguments) {
-            Ok(action) => return Ok(action),
-            Err(e) => first_error = Some(e),
+            Ok(action) => {
+                actions.push(action);
+                read += 1;
+            }
+            Err(e) => {
+                // Kept in its place with the arguments as sent: `Call::from_action` refuses a
+                // non-object, so the model is told about exactly this call.
+                actions.push(Action::new(&canonical_tool(&call.name), call.arguments.clone()));
+                first_error.get_or_insert(e);
+            }
         }
     }
+    if read > 0 {
+        return Ok(actions);
+    }
     match parse_text(&raw.text) {
-        Ok(action) => Ok(action),
+        Ok(action) => Ok(vec![action]),
         Err(text_error) => {
             let message = first_error.unwrap_or(text_error);
             if raw.truncated {
@@ -583,6 +605,49 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(parse_reply(&raw).unwrap(), Action::finish("x"));
+    }
+
+    #[test]
+    fn several_native_calls_are_all_actions_in_the_order_asked() {
+        let raw = RawReply {
+            text: "reading both".into(),
+            tool_calls: vec![
+                RawToolCall { name: "read_file".into(), arguments: json!("{\"path\": \"a.py\"}") },
+                RawToolCall { name: "grep".into(), arguments: json!({"query": "def f"}) },
+                RawToolCall { name: "finish".into(), arguments: json!({"answer": "done"}) },
+            ],
+            truncated: false,
+        };
+        assert_eq!(
+            parse_calls(&raw).unwrap(),
+            vec![
+                Action::new("read_file", json!({"path": "a.py"})),
+                Action::new("search_code", json!({"pattern": "def f"})),
+                Action::finish("done"),
+            ]
+        );
+        // A call whose arguments cannot be decoded keeps its place, as sent, for the loop to
+        // refuse; the others still run.
+        let raw = RawReply {
+            tool_calls: vec![
+                RawToolCall { name: "read_file".into(), arguments: json!("{\"path\": ") },
+                RawToolCall { name: "list_files".into(), arguments: json!({}) },
+            ],
+            ..Default::default()
+        };
+        let actions = parse_calls(&raw).unwrap();
+        assert_eq!(actions.len(), 2);
+        assert_eq!(actions[0].tool, "read_file");
+        let refused = crate::action::Call::from_action(&actions[0]).unwrap_err();
+        assert!(refused.contains("must be an object"), "{refused}");
+        assert_eq!(actions[1], Action::new("list_files", json!({})));
+        // When no call can be read, the text is the action, as with one call.
+        let raw = RawReply {
+            text: "{\"tool\": \"run_tests\"}".into(),
+            tool_calls: vec![RawToolCall { name: "read_file".into(), arguments: json!("{oops") }],
+            ..Default::default()
+        };
+        assert_eq!(parse_calls(&raw).unwrap(), vec![Action::new("run_tests", json!({}))]);
     }
 
     #[test]

@@ -67,14 +67,16 @@ impl HttpProvider {
             Err(e) => return ModelTurn { result: Err(ModelError::Provider(e)), retries, usage: None },
         };
         interpreted.raw.truncated |= hit_token_limit(interpreted.usage.as_ref(), self.profile.body.max_output_tokens);
-        match parse::parse_reply(&interpreted.raw) {
-            Ok(mut action) => {
+        match parse::parse_calls(&interpreted.raw) {
+            Ok(mut actions) => {
                 // The body was scrubbed as it arrived; this catches a key spelled with escapes
                 // inside the JSON the model wrote as text, which only parsing decodes.
-                action.tool = secrets::redact(&action.tool).into_owned();
-                secrets::redact_json(&mut action.args);
+                for action in &mut actions {
+                    action.tool = secrets::redact(&action.tool).into_owned();
+                    secrets::redact_json(&mut action.args);
+                }
                 ModelTurn {
-                    result: Ok(ModelReply { action, usage: interpreted.usage, latency_ms: received.latency_ms }),
+                    result: Ok(ModelReply { actions, usage: interpreted.usage, latency_ms: received.latency_ms }),
                     retries,
                     usage: None,
                 }

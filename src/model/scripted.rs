@@ -23,6 +23,16 @@
 //! The branch is decided when it is reached, against the context of that turn, and its
 //! actions take its place in the queue (branches may nest).
 //!
+//! A step may also be a batch: several actions the model asks for in one reply, as a model does
+//! with several native tool calls. The agent runs them as one batch (reads together, the rest
+//! one at a time, in order; `docs/architecture.md`):
+//!
+//! ```yaml
+//!     - batch:
+//!         - {tool: read_file, args: {path: a.py}}
+//!         - {tool: read_file, args: {path: b.py}}
+//! ```
+//!
 //! Every action is checked against the tool table when the script loads, as an oracle's are:
 //! a misspelt argument is an error naming the step and field, not a run of failed cells. A
 //! script that stands in for a model that errs marks the malformed action
@@ -46,7 +56,15 @@ use crate::bench::Case;
 #[serde(untagged)]
 pub enum Step {
     Branch(Branch),
+    Batch(Batch),
     Action(Action),
+}
+
+/// Several actions in one reply.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    pub batch: Vec<Action>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -182,6 +200,28 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
                     }
                 }
             }
+            Some(batch) if batch.contains_key("batch") => {
+                if let Some(key) = batch.keys().find(|k| k.as_str() != "batch") {
+                    problems.push(format!("field `{at}.{key}`: is not a key of a batch; a batch has only `batch`"));
+                }
+                match batch.get("batch").and_then(|b| b.as_array()) {
+                    Some(actions) if actions.is_empty() => {
+                        problems.push(format!("field `{at}.batch`: is empty; give it at least one action"))
+                    }
+                    Some(actions) => {
+                        if let Some(i) =
+                            actions.iter().position(|a| a.get("batch").is_some() || a.get("if_shown").is_some())
+                        {
+                            problems.push(format!(
+                                "field `{at}.batch[{i}]`: a batch holds actions only, not batches or branches"
+                            ));
+                        } else {
+                            check_steps(&batch["batch"], &format!("{at}.batch"), problems);
+                        }
+                    }
+                    None => problems.push(format!("field `{at}.batch`: must be a list of actions")),
+                }
+            }
             Some(action) if action.contains_key(UNCHECKED) => match action.get(UNCHECKED) {
                 // Sent as written: a script standing in for a model that errs.
                 Some(serde_json::Value::Bool(true)) => {}
@@ -243,6 +283,30 @@ mod tests {
         let elsewhere = [("observations".to_string(), "catalog.py".to_string())];
         assert_eq!(b.choose(&elsewhere), &b.otherwise[..], "only the named section counts");
         assert!(serde_saphyr::from_str::<Script>("default: [{if_shown: x, then: [], els: []}]\n").is_err());
+    }
+
+    #[test]
+    fn a_batch_step_gives_one_turn_several_actions_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.yaml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Script::load(&file).map_err(|e| e.to_string())
+        };
+        let script = load(
+            "default:\n  - batch: [{tool: read_file, args: {path: a.py}}, {tool: list_files}]\n  - {tool: finish}\n",
+        )
+        .unwrap();
+        let Step::Batch(b) = &script.default[0] else { panic!("{:?}", script.default[0]) };
+        assert_eq!(b.batch.iter().map(|a| a.tool.as_str()).collect::<Vec<_>>(), ["read_file", "list_files"]);
+        let e = load("default: [{batch: [{tool: read_file, args: {pth: a.py}}]}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].batch[0].args.pth`"), "{e}");
+        let e = load("default: [{batch: []}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].batch`: is empty"), "{e}");
+        let e = load("default: [{batch: [{tool: finish}], then: []}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].then`: is not a key of a batch"), "{e}");
+        let e = load("default: [{batch: [{batch: [{tool: finish}]}]}]\n").unwrap_err();
+        assert!(e.contains("actions only"), "{e}");
     }
 
     #[test]

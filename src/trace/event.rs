@@ -304,6 +304,8 @@ pub enum EventBody {
         /// `open_questions`).
         carried: BTreeMap<String, Vec<String>>,
     },
+    /// One call the model asked for. A reply with several calls is one `model_action` per
+    /// call, each with its [`Batch`]; the first carries the turn's usage and latency.
     ModelAction {
         step: u32,
         tool: String,
@@ -312,6 +314,10 @@ pub enum EventBody {
         usage: Option<Usage>,
         #[serde(default)]
         latency_ms: u64,
+        /// Where the call sits in its reply; absent for a reply of one call (and in traces
+        /// written before batches existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
     },
     ModelRetry {
         step: u32,
@@ -364,6 +370,9 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         read: Option<String>,
         duration_ms: u64,
+        /// The call's place in its reply, as on its `model_action`; absent for one call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
     },
     StateUpdated {
         step: u32,
@@ -425,6 +434,25 @@ impl EventBody {
             EventBody::VerifierResult { .. } => EventKind::VerifierResult,
             EventBody::RunFinished { .. } => EventKind::RunFinished,
         }
+    }
+}
+
+/// The place of one call in a reply that held several (`docs/formats.md`, "Batches").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The batch: the step of the model turn whose reply it was (one batch per turn).
+    pub id: u32,
+    /// 1-based position of the call in the reply, in the order the model asked.
+    pub position: u32,
+    /// Calls in the reply, including any refused for going past the cap.
+    pub size: u32,
+}
+
+impl Batch {
+    /// The place of call `index` (0-based) of a reply of `size` calls at `step`; `None` for a
+    /// reply of one call, whose events read as they always did.
+    pub fn of(step: u32, index: usize, size: usize) -> Option<Batch> {
+        (size > 1).then(|| Batch { id: step, position: index as u32 + 1, size: size as u32 })
     }
 }
 

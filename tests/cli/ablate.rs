@@ -225,6 +225,7 @@ fn write_ablate_run(run_dir: &Path) {
                 let read = if a == "no_memory" && step == 1 { "a.py".to_string() } else { read };
                 let cached = (a == "full" && step >= 2).then_some(600);
                 emit(EventBody::ModelAction {
+                    batch: None,
                     step,
                     tool: "read_file".into(),
                     args: serde_json::json!({"path": read}),
@@ -244,6 +245,7 @@ fn write_ablate_run(run_dir: &Path) {
                     continue;
                 }
                 emit(EventBody::ToolResult {
+                    batch: None,
                     step,
                     tool: "read_file".into(),
                     ok: true,
