@@ -4,6 +4,7 @@
 //! code, stdout, files on disk).
 
 mod ablate;
+mod batch;
 mod bench;
 mod byo;
 mod context;

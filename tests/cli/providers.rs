@@ -1011,3 +1011,119 @@ fn silently_accepted_values_are_clear_errors() {
         .stderr_has("--min-coverage -0.5: give a fraction from 0 to 1");
     assert!(!s.path().join("workspace").exists(), "nothing ran");
 }
+
+/// A Chat Completions reply with several native tool calls (`(name, arguments as JSON)`).
+fn chat_tool_calls(calls: &[(&str, Value)]) -> Reply {
+    let calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"id": format!("call_{i}"), "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    ok(json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10}
+    }))
+}
+
+/// Several native tool calls in one reply, from a real loopback server: a model that needs six
+/// files read gets them in one turn instead of six. Both arms run in one matrix, each against
+/// its own server with the same fixed latency, so turns and wall time are side by side
+/// (docs/performance.md, "Batched reads"). Turns are asserted; wall time is printed, not
+/// asserted (timing belongs in measurements, not in pass/fail).
+#[test]
+fn several_native_tool_calls_run_as_one_batch_in_fewer_turns() {
+    const LATENCY_MS: u64 = 150;
+    let files: Vec<String> = (1..=6).map(|i| format!("mod{i}.py")).collect();
+    let edit = ("edit_file", json!({"path": "calc.py", "old": "a - b", "new": "a + b"}));
+    let finish = ("finish", json!({"answer": "fixed add"}));
+    let read = |f: &String| ("read_file", json!({"path": f}));
+    let one_at_a_time = MockServer::start(
+        files
+            .iter()
+            .map(|f| slow(chat_tool_calls(&[read(f)]), LATENCY_MS))
+            .chain([
+                slow(chat_tool_calls(&[edit.clone()]), LATENCY_MS),
+                slow(chat_tool_calls(&[finish.clone()]), LATENCY_MS),
+            ])
+            .collect(),
+        status(500, "{}"),
+    );
+    let batched = MockServer::start(
+        vec![
+            slow(chat_tool_calls(&files.iter().map(read).collect::<Vec<_>>()), LATENCY_MS),
+            slow(chat_tool_calls(&[edit.clone(), finish.clone()]), LATENCY_MS),
+        ],
+        status(500, "{}"),
+    );
+    let s = Scratch::new();
+    s.case("good", &GOOD_CASE.replace("step_budget: 5", "step_budget: 10"), GOOD_ORACLE);
+    for (i, f) in files.iter().enumerate() {
+        s.write(
+            &format!("fixtures/calc/{f}"),
+            &format!("MARK_{i} = {i}\n{}", "def helper():\n    return 1\n".repeat(5)),
+        );
+    }
+    let models = s.path().join("models.toml");
+    std::fs::write(
+        &models,
+        format!(
+            "{}{}",
+            profile("one", "openai-chat", &one_at_a_time, ""),
+            profile("batched", "openai-chat", &batched, "")
+        ),
+    )
+    .unwrap();
+    let run_dir = s.path().join("run");
+    let out = Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--profiles", "one,batched", "--jobs", "1", "--format", "json"])
+        .args(&["--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let cells = by_cell(&out.json()["cells"]);
+    let (one, batch) = (&cells["good__one"], &cells["good__batched"]);
+    for cell in [one, batch] {
+        assert_eq!(cell["outcome"], "passed", "{}", cell["reason"]);
+        assert_eq!(cell["tool_calls"], 8, "six reads, the edit and finish ran in both arms");
+        assert_eq!(cell["tool_counts"]["read_file"], 6);
+    }
+    assert_eq!((one["steps"].as_u64(), batch["steps"].as_u64()), (Some(8), Some(2)), "turns");
+    assert_eq!((batch["batches"].as_u64(), batch["batched_calls"].as_u64()), (Some(2), Some(8)));
+    assert!(one.get("batches").is_none(), "a trace without batches has no batch counters: {one}");
+    // The reply's cost is counted once, not once per call.
+    assert_eq!(batch["input_tokens"], 2 * 100);
+    println!(
+        "batched reads over loopback ({LATENCY_MS} ms per reply): one call per reply {} turns {} ms; batched {} turns {} ms",
+        one["steps"], one["wall_ms"], batch["steps"], batch["wall_ms"]
+    );
+
+    // One event per call, each with its place in the reply; the requests carried the results
+    // back in the order asked.
+    let ev = events(&run_dir, "good__batched");
+    let places: Vec<(u64, u64)> = of_kind(&ev, "tool_result")
+        .iter()
+        .map(|e| (e["batch"]["id"].as_u64().unwrap(), e["batch"]["position"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(places, [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6), (2, 1), (2, 2)]);
+    let reads: Vec<&str> = of_kind(&ev, "tool_result")
+        .iter()
+        .filter(|e| e["tool"] == "read_file")
+        .map(|e| e["read"].as_str().unwrap())
+        .collect();
+    assert_eq!(reads, files.iter().map(String::as_str).collect::<Vec<_>>(), "results in the order asked");
+    let second = &batched.seen()[1].body.to_string();
+    let at = |f: &str| {
+        second.find(&format!("MARK_{f} = ")).unwrap_or_else(|| panic!("{f} not shown to the model: {second}"))
+    };
+    assert!(at("0") < at("5"), "the model saw the results in the order it asked");
+
+    let replayed = Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0);
+    assert_eq!(by_cell(&replayed.json()), cells, "replay gives the same summaries");
+}
