@@ -368,6 +368,12 @@ fn clip(s: &str) -> String {
     }
 }
 
+/// `call 2 of 5: ` for a call of a reply that held several (one batch), else nothing: the
+/// timeline then shows which calls the model asked for together.
+fn batch_tag(batch: &Option<crate::trace::event::Batch>) -> String {
+    batch.map(|b| format!("call {} of {}: ", b.position, b.size)).unwrap_or_default()
+}
+
 fn line_diff(old: &str, new: &str) -> String {
     let mut d = String::new();
     for l in old.lines() {
@@ -411,7 +417,7 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
             | EventBody::RepoMapUsed { .. }
             | EventBody::ContextCompacted { .. }
             | EventBody::PolicyRetry { .. } => continue,
-            EventBody::ModelAction { step, tool, args, .. } => {
+            EventBody::ModelAction { step, tool, args, batch, .. } => {
                 let diff = match tool.as_str() {
                     "edit_file" => Some(line_diff(
                         args.get("old").and_then(|v| v.as_str()).unwrap_or(""),
@@ -432,7 +438,7 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                     seq: e.seq,
                     step: Some(*step),
                     kind: "model_action".into(),
-                    title: call_title(tool, &brief),
+                    title: format!("{}{}", batch_tag(batch), call_title(tool, &brief)),
                     detail: String::new(),
                     diff,
                     ok: None,
@@ -471,7 +477,7 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: Some(*allowed),
             },
-            EventBody::ToolResult { step, tool, ok, denied, output, output_bytes, artifact, .. } => {
+            EventBody::ToolResult { step, tool, ok, denied, output, output_bytes, artifact, batch, .. } => {
                 if *denied {
                     continue;
                 }
@@ -482,7 +488,8 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                     // `output_bytes` is the size of the tool's reply text (what the model was
                     // told), not of a file the tool wrote: say "output" so it reads as such.
                     title: format!(
-                        "{tool} -> {} ({output_bytes} bytes of output{})",
+                        "{}{tool} -> {} ({output_bytes} bytes of output{})",
+                        batch_tag(batch),
                         if *ok { "ok" } else { "error" },
                         artifact.as_ref().map(|a| format!(", in full in {}", a.path)).unwrap_or_default()
                     ),

@@ -1046,8 +1046,8 @@ fn several_native_tool_calls_run_as_one_batch_in_fewer_turns() {
             .iter()
             .map(|f| slow(chat_tool_calls(&[read(f)]), LATENCY_MS))
             .chain([
-                slow(chat_tool_calls(&[edit.clone()]), LATENCY_MS),
-                slow(chat_tool_calls(&[finish.clone()]), LATENCY_MS),
+                slow(chat_tool_calls(std::slice::from_ref(&edit)), LATENCY_MS),
+                slow(chat_tool_calls(std::slice::from_ref(&finish)), LATENCY_MS),
             ])
             .collect(),
         status(500, "{}"),
