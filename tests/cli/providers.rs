@@ -1100,8 +1100,9 @@ fn several_native_tool_calls_run_as_one_batch_in_fewer_turns() {
     // The reply's cost is counted once, not once per call.
     assert_eq!(batch["input_tokens"], 2 * 100);
     println!(
-        "batched reads over loopback ({LATENCY_MS} ms per reply): one call per reply {} turns {} ms; batched {} turns {} ms",
-        one["steps"], one["wall_ms"], batch["steps"], batch["wall_ms"]
+        "batched reads over loopback ({LATENCY_MS} ms per reply): one call per reply {} turns {} ms {} context tokens; \
+         batched {} turns {} ms {} context tokens",
+        one["steps"], one["wall_ms"], one["context_tokens"], batch["steps"], batch["wall_ms"], batch["context_tokens"]
     );
 
     // One event per call, each with its place in the reply; the requests carried the results
