@@ -895,6 +895,74 @@ mod tests {
         path
     }
 
+    /// A reply of three calls is one step: its usage is counted once, every call is a tool
+    /// call, and the lean and the full fold agree.
+    #[test]
+    fn a_batch_is_one_step_of_several_calls_in_both_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut w = TraceWriter::create(&path, "r", "c").unwrap();
+        let mut events = vec![EventBody::RunStarted {
+            benchmark: "b".into(),
+            case_id: "case-1".into(),
+            category: "bugfix".into(),
+            split: "train".into(),
+            profile: "p".into(),
+            model: ModelInfo::default(),
+            step_budget: 5,
+            epoch: 1,
+            agent_spec: String::new(),
+            ablation: String::new(),
+            hcbench_version: "0".into(),
+            sandbox: None,
+        }];
+        let paths = ["a.py", "b.py", "a.py"];
+        for (i, p) in paths.iter().enumerate() {
+            events.push(EventBody::ModelAction {
+                step: 1,
+                tool: "read_file".into(),
+                args: serde_json::json!({ "path": p }),
+                usage: (i == 0).then(|| Usage { input_tokens: 10, output_tokens: 2, ..Default::default() }),
+                latency_ms: 0,
+                batch: Batch::of(1, i, paths.len()),
+            });
+        }
+        for (i, p) in paths.iter().enumerate() {
+            events.push(EventBody::ToolResult {
+                step: 1,
+                tool: "read_file".into(),
+                ok: true,
+                denied: false,
+                output: String::new(),
+                output_bytes: 0,
+                artifact: None,
+                modified: vec![],
+                read: Some(p.to_string()),
+                duration_ms: 0,
+                batch: Batch::of(1, i, paths.len()),
+            });
+        }
+        events.push(EventBody::ModelAction {
+            step: 2,
+            tool: "finish".into(),
+            args: serde_json::json!({}),
+            usage: None,
+            latency_ms: 0,
+            batch: None,
+        });
+        for e in events {
+            w.append(e).unwrap();
+        }
+        let full = summarize(&crate::trace::read_trace(&path).unwrap().events).unwrap();
+        let lean = replay_trace(&path).unwrap();
+        assert_eq!(full, lean);
+        assert_eq!((lean.steps, lean.batches, lean.batched_calls), (2, 1, 3));
+        assert_eq!((lean.tool_calls, lean.repeated_reads, lean.input_tokens), (3, 1, 10));
+        // A summary without batches writes no batch fields: older results lines are unchanged.
+        let plain = serde_json::to_value(CellSummary::default()).unwrap();
+        assert!(plain.get("batches").is_none() && plain.get("batched_calls").is_none());
+    }
+
     #[test]
     fn lean_replay_equals_the_fold_over_full_events() {
         let dir = tempfile::tempdir().unwrap();
