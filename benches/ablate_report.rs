@@ -184,12 +184,12 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             });
         }
         emit(EventBody::ModelAction {
-            batch: None,
             step,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "a.py"}),
             usage: Some(Usage { input_tokens: 3500, output_tokens: 30, cached_input_tokens: Some(2800) }),
             latency_ms: 700,
+            batch: None,
         });
         emit(EventBody::PolicyDecision {
             step,
@@ -199,7 +199,6 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             invalid: false,
         });
         emit(EventBody::ToolResult {
-            batch: None,
             step,
             tool: "read_file".into(),
             ok: true,
@@ -210,6 +209,7 @@ fn write_cell(path: &std::path::Path, id: &str, case: &ManifestCase, ablation: &
             modified: vec![],
             read: Some(format!("f{}.py", step % 5)),
             duration_ms: 1,
+            batch: None,
         });
         emit(EventBody::MemoryUpdated {
             step,

@@ -32,12 +32,12 @@ fn step_events(step: u32) -> Vec<EventBody> {
             budget_tokens: 12000,
         },
         EventBody::ModelAction {
-            batch: None,
             step,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "src/module.py", "start_line": 10, "end_line": 80}),
             usage: Some(Usage { input_tokens: 1800, output_tokens: 40, ..Default::default() }),
             latency_ms: 900,
+            batch: None,
         },
         EventBody::PolicyDecision {
             step,
@@ -47,7 +47,6 @@ fn step_events(step: u32) -> Vec<EventBody> {
             invalid: false,
         },
         EventBody::ToolResult {
-            batch: None,
             step,
             tool: "read_file".into(),
             ok: true,
@@ -58,6 +57,7 @@ fn step_events(step: u32) -> Vec<EventBody> {
             modified: vec![],
             read: Some("src/module.py".into()),
             duration_ms: 1,
+            batch: None,
         },
         EventBody::StateUpdated {
             step,

@@ -76,12 +76,12 @@ fn main() {
             .unwrap();
             for step in 1..=6 {
                 w.append(EventBody::ModelAction {
-                    batch: None,
                     step,
                     tool: "read_file".into(),
                     args: serde_json::json!({"path": "a.py"}),
                     usage: Some(Usage { input_tokens: 900, output_tokens: 30, ..Default::default() }),
                     latency_ms: 700,
+                    batch: None,
                 })
                 .unwrap();
                 w.append(EventBody::PolicyDecision {
@@ -93,7 +93,6 @@ fn main() {
                 })
                 .unwrap();
                 w.append(EventBody::ToolResult {
-                    batch: None,
                     step,
                     tool: "read_file".into(),
                     ok: true,
@@ -104,6 +103,7 @@ fn main() {
                     modified: vec![],
                     read: Some("a.py".into()),
                     duration_ms: 1,
+                    batch: None,
                 })
                 .unwrap();
             }

@@ -846,12 +846,12 @@ mod tests {
         })
         .unwrap();
         w.append(EventBody::ModelAction {
-            batch: None,
             step: 1,
             tool: "read_file".into(),
             args: serde_json::json!({"path": "a.py"}),
             usage: Some(Usage { input_tokens: 7, output_tokens: 3, ..Default::default() }),
             latency_ms: 1,
+            batch: None,
         })
         .unwrap();
         w.append(EventBody::PolicyDecision {
@@ -863,7 +863,6 @@ mod tests {
         })
         .unwrap();
         w.append(EventBody::ToolResult {
-            batch: None,
             step: 1,
             tool: "read_file".into(),
             ok: true,
@@ -874,6 +873,7 @@ mod tests {
             modified: vec![],
             read: Some("a.py".into()),
             duration_ms: 1,
+            batch: None,
         })
         .unwrap();
         w.append(EventBody::PolicyDecision {
@@ -1098,12 +1098,12 @@ mod tests {
                 message: "denied by policy: secret".into(),
             }],
             EventKind::ModelAction => vec![EventBody::ModelAction {
-                batch: None,
                 step: 1,
                 tool: "read_file".into(),
                 args: serde_json::json!({"path": "a.py"}),
                 usage: Some(Usage { cached_input_tokens: Some(64), ..usage.clone().unwrap() }),
                 latency_ms: 5,
+                batch: None,
             }],
             EventKind::ModelRetry => {
                 vec![EventBody::ModelRetry { step: 2, attempt: 1, cause: "429".into(), delay_ms: 10 }]
@@ -1142,7 +1142,6 @@ mod tests {
             ],
             EventKind::ToolResult => vec![
                 EventBody::ToolResult {
-                    batch: None,
                     step: 1,
                     tool: "read_file".into(),
                     ok: true,
@@ -1153,9 +1152,9 @@ mod tests {
                     modified: vec![],
                     read: Some("a.py".into()),
                     duration_ms: 1,
+                    batch: None,
                 },
                 EventBody::ToolResult {
-                    batch: None,
                     step: 4,
                     tool: "read_file".into(),
                     ok: false,
@@ -1166,9 +1165,9 @@ mod tests {
                     modified: vec![],
                     read: None,
                     duration_ms: 0,
+                    batch: None,
                 },
                 EventBody::ToolResult {
-                    batch: None,
                     step: 6,
                     tool: "edit_file".into(),
                     ok: true,
@@ -1183,9 +1182,9 @@ mod tests {
                     modified: vec!["a.py".into()],
                     read: None,
                     duration_ms: 1,
+                    batch: None,
                 },
                 EventBody::ToolResult {
-                    batch: None,
                     step: 7,
                     tool: "read_file".into(),
                     ok: true,
@@ -1196,6 +1195,7 @@ mod tests {
                     modified: vec![],
                     read: Some("a.py".into()),
                     duration_ms: 1,
+                    batch: None,
                 },
             ],
             EventKind::StateUpdated => vec![EventBody::StateUpdated {

@@ -225,12 +225,12 @@ fn write_ablate_run(run_dir: &Path) {
                 let read = if a == "no_memory" && step == 1 { "a.py".to_string() } else { read };
                 let cached = (a == "full" && step >= 2).then_some(600);
                 emit(EventBody::ModelAction {
-                    batch: None,
                     step,
                     tool: "read_file".into(),
                     args: serde_json::json!({"path": read}),
                     usage: Some(Usage { input_tokens: 1000, output_tokens: 20, cached_input_tokens: cached }),
                     latency_ms: 10,
+                    batch: None,
                 });
                 let denied = a == "no_memory" && i == 1 && step == 2;
                 emit(EventBody::PolicyDecision {
@@ -245,7 +245,6 @@ fn write_ablate_run(run_dir: &Path) {
                     continue;
                 }
                 emit(EventBody::ToolResult {
-                    batch: None,
                     step,
                     tool: "read_file".into(),
                     ok: true,
@@ -256,6 +255,7 @@ fn write_ablate_run(run_dir: &Path) {
                     modified: vec![],
                     read: Some(read.clone()),
                     duration_ms: 1,
+                    batch: None,
                 });
                 if a != "no_memory" {
                     emit(EventBody::MemoryUpdated {
