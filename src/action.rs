@@ -97,7 +97,7 @@ pub(crate) struct ToolDef {
     /// What the tool does, after the argument list in the one-line description.
     pub(crate) summary: &'static str,
     pub(crate) args: &'static [ArgDef],
-    /// True for tools that change nothing (they may run concurrently in later versions).
+    /// True for tools that change nothing: several in one reply run concurrently (`agent::batch`).
     pub(crate) read_only: bool,
 }
 
@@ -262,7 +262,7 @@ impl Tool {
         &DESCRIPTIONS[self.index()]
     }
 
-    /// True for tools that change nothing (they may run concurrently in later versions).
+    /// True for tools that change nothing: several in one reply run concurrently (`agent::batch`).
     pub fn is_read_only(self) -> bool {
         self.def().read_only
     }

@@ -2,7 +2,8 @@
 //!
 //! state -> context projection -> model action -> policy decision -> tool result -> state
 //! update, until the agent finishes, the step budget runs out, or the provider fails; then the
-//! tests and the verifier judge the workspace. Every step is appended to the cell's trace
+//! tests and the verifier judge the workspace. A reply may ask for several calls: they run as
+//! one batch (`batch.rs`: reads together, the rest alone, in order) within the one step. Every step is appended to the cell's trace
 //! before the next one starts, and the summary is folded from exactly those events, so the
 //! live summary and a later replay agree by construction.
 

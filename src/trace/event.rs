@@ -26,7 +26,8 @@ use serde_json::Value;
 /// History: 1 (first release); 2: `context_packed` budgets are estimated tokens (`budget` was
 /// characters), sections gain `tokens`, `raw_tokens`, `reduced` and `dropped_blocks`, and the
 /// context kinds (`memory_updated`, `repo_map_built`, `repo_map_used`, `context_compacted`,
-/// `policy_retry`) exist. Readers still read version 1 traces.
+/// `policy_retry`) exist. Readers still read version 1 traces. Within 2: the optional `batch` of
+/// `model_action` and `tool_result` (replies of several calls; absent otherwise), so no bump.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Declares [`EventKind`] from one list of `Variant = "tag"` pairs, so its variants, `ALL`,
