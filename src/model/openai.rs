@@ -539,4 +539,19 @@ mod tests {
         );
         assert!(interpret(Api::Responses, &json!({"id": "x"})).is_err());
     }
+
+    #[test]
+    fn several_calls_in_either_api_are_all_kept_in_order() {
+        let chat = json!({"choices": [{"finish_reason": "tool_calls", "message": {"content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}},
+            {"id": "b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"b.py\"}"}}]}}]});
+        let responses = json!({"status": "completed", "output": [
+            {"type": "function_call", "name": "read_file", "arguments": "{\"path\": \"a.py\"}", "call_id": "a"},
+            {"type": "function_call", "name": "read_file", "arguments": "{\"path\": \"b.py\"}", "call_id": "b"}]});
+        for (api, body) in [(Api::Chat, chat), (Api::Responses, responses)] {
+            let actions = super::super::parse::parse_calls(&interpret(api, &body).unwrap().raw).unwrap();
+            let paths: Vec<&str> = actions.iter().map(|a| a.args["path"].as_str().unwrap()).collect();
+            assert_eq!(paths, ["a.py", "b.py"], "{api:?}");
+        }
+    }
 }
