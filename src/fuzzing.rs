@@ -11,21 +11,22 @@ use std::path::Path;
 
 use crate::action::Action;
 use crate::model::openai::{self, Api};
-use crate::model::parse::{RawReply, parse_reply};
+use crate::model::parse::{RawReply, parse_calls};
 
-/// The action in a model's text reply, as the agent loop gets it from a provider adapter.
-pub fn reply_text(text: &str, truncated: bool) -> Result<Action, String> {
+/// The actions in a model's text reply, as the agent loop gets them from a provider adapter.
+pub fn reply_text(text: &str, truncated: bool) -> Result<Vec<Action>, String> {
     let raw = RawReply { text: text.to_string(), tool_calls: Vec::new(), truncated };
-    parse_reply(&raw).map_err(|e| e.to_string())
+    parse_calls(&raw).map_err(|e| e.to_string())
 }
 
-/// The action in a provider's response body (Chat Completions, or the Responses API when
-/// `responses` is true): the bytes an HTTP server sent, read as the transport reads them.
-pub fn response_body(responses: bool, body: &[u8]) -> Result<Action, String> {
+/// The actions in a provider's response body (Chat Completions, or the Responses API when
+/// `responses` is true): the bytes an HTTP server sent, read as the transport reads them; every
+/// native tool call of the reply, in order, as the agent loop runs them (a batch).
+pub fn response_body(responses: bool, body: &[u8]) -> Result<Vec<Action>, String> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let api = if responses { Api::Responses } else { Api::Chat };
     let interpreted = openai::interpret(api, &value)?;
-    parse_reply(&interpreted.raw).map_err(|e| e.to_string())
+    parse_calls(&interpreted.raw).map_err(|e| e.to_string())
 }
 
 /// Loads an experiment config file as `hcbench gate --config FILE` does; `Ok` holds its

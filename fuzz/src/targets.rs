@@ -184,9 +184,10 @@ fn action_node(u: &mut Unstructured, g: &Gen) -> Result<Node> {
 // ----------------------------------------------------------------------------------------
 // reply: what a model sent, as text or as a provider's response body.
 
-/// First byte: 0 = the reply text (`parse_reply` on text), 1 = a Chat Completions body,
-/// 2 = a Responses API body (both through `interpret` then `parse_reply`). The action found is
-/// then checked against the tool table (`Call::from_action`), as the agent loop does.
+/// First byte: 0 = the reply text (`parse_calls` on text), 1 = a Chat Completions body,
+/// 2 = a Responses API body (both through `interpret` then `parse_calls`). Every action found
+/// is then checked against the tool table (`Call::from_action`), as the agent loop does; the
+/// list of actions is never empty (an invariant: a finding if broken).
 struct Reply {
     repo: PathBuf,
 }
@@ -293,8 +294,17 @@ impl Target for Reply {
             1 => hcbench::fuzzing::response_body(false, rest),
             _ => hcbench::fuzzing::response_body(true, rest),
         };
-        let checked = result.and_then(|action| {
-            hcbench::action::Call::from_action(&action).map(|call| call.tool().as_str().to_string())
+        // Every call of a batch is checked against the tool table, as the loop checks each; the
+        // signature keeps the tools in order, so a change in how many calls parse is new coverage.
+        let checked = result.map(|actions| {
+            if actions.is_empty() {
+                panic!("parse_calls returned no action and no error");
+            }
+            let tools: Vec<String> = actions
+                .iter()
+                .map(|a| hcbench::action::Call::from_action(a).map_or_else(|e| e, |c| c.tool().as_str().to_string()))
+                .collect();
+            tools.join(",")
         });
         signature(mode, checked)
     }

@@ -115,7 +115,9 @@ fn is_numeric_arg(key: &str) -> bool {
     TOOLS.iter().flat_map(|d| d.args).any(|a| a.kind == ArgKind::Count && a.name == key)
 }
 
-/// Turns a provider's raw reply into its first action. Never panics.
+/// A reply's first action: what the tests of one-action replies compare (the loop and the fuzz
+/// entry points take every action, [`parse_calls`]).
+#[cfg(test)]
 pub(crate) fn parse_reply(raw: &RawReply) -> Result<Action, ModelError> {
     parse_calls(raw).map(|mut actions| actions.swap_remove(0))
 }
