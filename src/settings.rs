@@ -24,6 +24,7 @@ use crate::model::Profile;
 use crate::model::registry::Profiles;
 use crate::model::scripted::Script;
 use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
+use crate::report::terminal::Width;
 use crate::rundir::NotRun;
 use crate::sandbox::{Isolation, Sandbox, SandboxChoice};
 
@@ -88,8 +89,8 @@ pub struct RunSettings {
     pub run_id: String,
     pub run_dir: PathBuf,
     pub format: Format,
-    /// `--wide`: the summary table with every column.
-    pub wide: bool,
+    /// How wide the summary is printed: `--wide`, else COLUMNS, else the terminal's.
+    pub width: Width,
     /// `--split train`: the run's results feed the gate's promotion step.
     pub records_train_results: bool,
     pub isolation: Isolation,
@@ -101,8 +102,8 @@ pub struct MatrixSettings {
     pub root: PathBuf,
     pub jobs: usize,
     pub format: ReportFormat,
-    /// `--wide`: the summary table with every column.
-    pub wide: bool,
+    /// How wide the summary is printed: `--wide`, else COLUMNS, else the terminal's.
+    pub width: Width,
     pub start: MatrixStart,
     /// Results history the run appends to; None with `--no-history`.
     pub history: Option<PathBuf>,
@@ -322,6 +323,11 @@ impl Settings {
 
     /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
     /// The results history folder: the flag as given, else `<root>/reports/history`.
+    /// The width terminal summaries fit: `--wide`, else $COLUMNS, else the terminal's.
+    pub fn width(&self, wide: bool) -> Width {
+        Width::detect(wide, self.env.get("COLUMNS").as_deref())
+    }
+
     pub fn history_dir(&self, flag: Option<&Path>) -> PathBuf {
         flag.map_or_else(|| self.root.join(crate::history::DEFAULT_DIR), Path::to_path_buf)
     }
@@ -345,7 +351,7 @@ impl Settings {
             run_dir: self.run_dir(args.out.as_deref(), "runs", &run_id),
             run_id,
             format: args.format,
-            wide: args.wide,
+            width: self.width(args.wide),
             records_train_results: args.selection.split.as_deref() == Some("train"),
             isolation,
             thresholds: thresholds(&args.thresholds)?,
@@ -401,7 +407,7 @@ impl Settings {
             root: self.root.clone(),
             jobs,
             format: args.control.format,
-            wide: args.control.wide,
+            width: self.width(args.control.wide),
             start,
             history,
             isolation,

@@ -15,8 +15,6 @@
 
 use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
-use std::task::Poll;
 
 use crate::action::{Action, Call};
 
@@ -63,25 +61,10 @@ pub(crate) fn plan(actions: &[Action]) -> Vec<Group> {
 }
 
 /// Runs futures concurrently on the current task and returns their outputs in the order given
-/// (not the order they finished). The read tools run on the blocking pool, so on this task
-/// they only wait, and their work overlaps on the pool's threads.
+/// (not the order they finished): `futures_util`'s `join_all`. The read tools run on the
+/// blocking pool, so on this task they only wait, and their work overlaps on the pool's threads.
 pub(crate) async fn join_in_order<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut waiting = false;
-        for (future, slot) in pending.iter_mut().zip(done.iter_mut()) {
-            if slot.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(out) => *slot = Some(out),
-                    Poll::Pending => waiting = true,
-                }
-            }
-        }
-        if waiting { Poll::Pending } else { Poll::Ready(()) }
-    })
-    .await;
-    done.into_iter().map(|out| out.expect("every future finished")).collect()
+    futures_util::future::join_all(futures).await
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
 
     let report = report::model::build(run.path(), true)?;
     let written = report::write_all(run.path(), &report)?;
-    super::report::print(&report, s.format, s.wide)?;
+    super::report::print(&report, s.format, s.width)?;
     for p in written {
         eprintln!("wrote {}", p.display());
     }

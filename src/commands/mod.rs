@@ -94,8 +94,14 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
             ablate::ablate(settings.ablate(args)?, human)
         }
         Command::Plan(args) => plan::plan(settings.plan(args)?),
-        Command::Report(args) => report::report(args),
-        Command::Replay(args) => replay::replay(args),
+        Command::Report(args) => {
+            let width = settings.width(args.wide);
+            report::report(args, width)
+        }
+        Command::Replay(args) => {
+            let width = settings.width(args.wide);
+            replay::replay(args, width)
+        }
         Command::List(args) => list::list(settings.list(args)?),
         Command::Validate(args) => validate::validate(&settings.root, settings.validate(args)?),
         Command::Gate(args) => gate::gate(&settings, args),

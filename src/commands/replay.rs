@@ -8,7 +8,7 @@ use crate::exit;
 use crate::replay::{CellSummary, replay_run, replay_trace};
 use crate::report::terminal;
 
-pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
+pub fn replay(args: ReplayArgs, width: terminal::Width) -> Result<i32, CommandError> {
     let path = &args.path;
     let mut summaries: Vec<CellSummary> = Vec::new();
     let mut problems: Vec<String> = Vec::new();
@@ -31,7 +31,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, CommandError> {
     }
     match args.format {
         Format::Table => {
-            for line in terminal::cell_lines(&summaries, terminal::Width::detect(args.wide)) {
+            for line in terminal::cell_lines(&summaries, width) {
                 println!("{line}");
             }
         }

@@ -8,10 +8,10 @@ use super::CommandError;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::report::{self, model::MatrixReport, terminal};
 
-pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
+pub fn report(args: ReportArgs, width: terminal::Width) -> Result<i32, CommandError> {
     let report = report::model::build(&args.run_dir, true)?;
     let written = report::write_all(&args.run_dir, &report)?;
-    print(&report, args.format, args.wide)?;
+    print(&report, args.format, width)?;
     for p in written {
         eprintln!("wrote {}", p.display());
     }
@@ -24,9 +24,8 @@ pub fn report(args: ReportArgs) -> Result<i32, CommandError> {
 /// Prints the report to stdout in the chosen format. The table opens with the banner of an
 /// incomplete run and ends with the verdict; Markdown and JSON carry both themselves, and
 /// they are repeated on stderr so a CI log shows them whatever the format.
-/// The table fits the terminal's width (src/report/terminal.rs) unless `wide`.
-pub(crate) fn print(report: &MatrixReport, format: ReportFormat, wide: bool) -> Result<(), CommandError> {
-    let width = terminal::Width::detect(wide);
+/// The table fits `width` (src/report/terminal.rs; `Settings::width`).
+pub(crate) fn print(report: &MatrixReport, format: ReportFormat, width: terminal::Width) -> Result<(), CommandError> {
     match format {
         ReportFormat::Table => {
             for line in terminal::summary_lines(report, width) {

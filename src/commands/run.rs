@@ -49,7 +49,7 @@ pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Resul
         }
     }
 
-    let width = terminal::Width::detect(s.wide);
+    let width = s.width;
     let (banner, verdict) = (terminal::banner_lines(&report, width), terminal::verdict_lines(&report.verdict, width));
     match s.format {
         Format::Table => {

@@ -34,13 +34,14 @@ pub const DEFAULT_COLUMNS: usize = 80;
 const MIN_COLUMNS: usize = 40;
 
 impl Width {
-    /// `--wide`; else the COLUMNS variable when it holds a number (as `ls` does, so a user or a
-    /// test can ask for a width); else the terminal's width when stdout is a terminal; else 80.
-    pub fn detect(wide: bool) -> Width {
+    /// `--wide`; else the COLUMNS variable (`columns_var`, read by the settings layer) when it
+    /// holds a number (as `ls` does, so a user or a test can ask for a width); else the
+    /// terminal's width when stdout is a terminal; else 80.
+    pub fn detect(wide: bool, columns_var: Option<&str>) -> Width {
         if wide {
             return Width::Wide;
         }
-        let columns = std::env::var("COLUMNS").ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|c| *c > 0);
+        let columns = columns_var.and_then(|v| v.trim().parse::<usize>().ok()).filter(|c| *c > 0);
         // comfy-table asks the terminal for its size, and only when stdout is a terminal.
         let terminal = || Table::new().width().map(usize::from);
         Width::Columns(columns.or_else(terminal).unwrap_or(DEFAULT_COLUMNS).max(MIN_COLUMNS))

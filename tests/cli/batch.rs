@@ -25,21 +25,7 @@ fn run_script(s: &Scratch, script: &str, code: i32) -> (Value, Vec<Value>, std::
         .run()
         .code(code);
     let cell = by_cell(&out.json())["good__scripted"].clone();
-    (cell, events(&run_dir.join("cells/good__scripted/trace.jsonl")), run_dir)
-}
-
-fn events(trace: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trace)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut e: Value = serde_json::from_str(l).unwrap();
-            if let Some(Value::Object(data)) = e.as_object_mut().and_then(|m| m.remove("data")) {
-                e.as_object_mut().unwrap().extend(data);
-            }
-            e
-        })
-        .collect()
+    (cell, crate::trace_events(&run_dir.join("cells/good__scripted/trace.jsonl")), run_dir)
 }
 
 /// `kind:tool` for the events of one step that concern calls.

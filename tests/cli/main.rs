@@ -144,6 +144,22 @@ pub fn interrupt_once_running(child: &std::process::Child, trace: &Path) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
 }
 
+/// The events of a trace file, each as one flat object: envelope fields and the payload's
+/// fields side by side (the payload may be nested under `data`).
+pub fn trace_events(trace: &Path) -> Vec<Value> {
+    std::fs::read_to_string(trace)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", trace.display()))
+        .lines()
+        .map(|l| {
+            let mut e: Value = serde_json::from_str(l).unwrap();
+            if let Some(Value::Object(data)) = e.as_object_mut().and_then(|m| m.remove("data")) {
+                e.as_object_mut().unwrap().extend(data);
+            }
+            e
+        })
+        .collect()
+}
+
 /// SHA-256 of every file under `dir`, keyed by relative path.
 pub fn tree_hashes(dir: &Path) -> BTreeMap<String, String> {
     use sha2::{Digest, Sha256};

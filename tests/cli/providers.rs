@@ -269,20 +269,9 @@ fn run(s: &Scratch, models: &Path, profile: &str) -> (Output, std::path::PathBuf
     (out, run_dir)
 }
 
-/// The events of a cell's trace, each as one flat object: envelope fields and the payload's
-/// fields side by side (the payload may be nested under `data`).
+/// The events of a cell's trace, flattened ([`crate::trace_events`]).
 fn events(run_dir: &Path, cell: &str) -> Vec<Value> {
-    std::fs::read_to_string(run_dir.join("cells").join(cell).join("trace.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut e: Value = serde_json::from_str(l).unwrap();
-            if let Some(Value::Object(data)) = e.as_object_mut().and_then(|m| m.remove("data")) {
-                e.as_object_mut().unwrap().extend(data);
-            }
-            e
-        })
-        .collect()
+    crate::trace_events(&run_dir.join("cells").join(cell).join("trace.jsonl"))
 }
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
