@@ -10,8 +10,11 @@
 //!    runs them as one batch, `docs/architecture.md`); a call whose arguments cannot be decoded
 //!    stays in its place with the raw arguments, so the loop refuses that one call and says why.
 //!    When no native call can be read at all, the text is tried instead.
-//! 2. The whole text, trimmed, as strict JSON.
-//! 3. Fenced blocks (```` ```json ... ``` ````), each as strict JSON.
+//! 2. The whole text, trimmed, as strict JSON. A list of actions (`[{...}, {...}]`, or
+//!    `{"tool_calls": [...]}` written out) is every action of the list, in order, as with native
+//!    calls; a list with an element that names a tool but cannot be used is an error naming it,
+//!    so no call of a list is dropped unseen.
+//! 3. Fenced blocks (```` ```json ... ``` ````), each as strict JSON, lists read as in rule 2.
 //! 4. Every balanced `{...}` in the text, outermost first and in order, so prose around the
 //!    JSON is ignored and of two objects back to back the first complete one wins. A candidate
 //!    that fails strict JSON gets two conservative repairs (trailing commas removed; single
@@ -123,7 +126,7 @@ pub(crate) fn parse_reply(raw: &RawReply) -> Result<Action, ModelError> {
 }
 
 /// Turns a provider's raw reply into its actions, in the order the model asked: every native
-/// tool call, else the one action of the text. The list is never empty. Never panics.
+/// tool call, else the action(s) of the text. The list is never empty. Never panics.
 pub(crate) fn parse_calls(raw: &RawReply) -> Result<Vec<Action>, ModelError> {
     let mut first_error: Option<String> = None;
     let mut actions = Vec::with_capacity(raw.tool_calls.len());
@@ -146,7 +149,7 @@ pub(crate) fn parse_calls(raw: &RawReply) -> Result<Vec<Action>, ModelError> {
         return Ok(actions);
     }
     match parse_text(&raw.text) {
-        Ok(action) => Ok(vec![action]),
+        Ok(actions) => Ok(actions),
         Err(text_error) => {
             let message = first_error.unwrap_or(text_error);
             if raw.truncated {
@@ -160,8 +163,9 @@ pub(crate) fn parse_calls(raw: &RawReply) -> Result<Vec<Action>, ModelError> {
     }
 }
 
-/// Finds the action in a text reply (rules 2 to 6).
-pub(crate) fn parse_text(text: &str) -> Result<Action, String> {
+/// Finds the actions in a text reply (rules 2 to 6): several only when the whole text or a
+/// fenced block is a list of them. Never empty.
+pub(crate) fn parse_text(text: &str) -> Result<Vec<Action>, String> {
     let text = crate::util::truncate_str(text, MAX_SCAN_BYTES);
     let visible = strip_thinking(text);
     let trimmed = visible.trim();
@@ -172,39 +176,76 @@ pub(crate) fn parse_text(text: &str) -> Result<Action, String> {
             "the reply held only reasoning, no action".to_string()
         });
     }
-    // The first action-shaped object that has a problem, reported if nothing better turns up.
+    // The first action-shaped value that has a problem, reported if nothing better turns up.
     let mut problem: Option<String> = None;
-    let consider = |value: Value, problem: &mut Option<String>| -> Option<Action> {
-        match action_from_value(&value, 0) {
-            Some(Ok(action)) => Some(action),
-            Some(Err(e)) => {
-                problem.get_or_insert(e);
-                None
-            }
-            None => None,
+    // A list is final either way: with a broken call in it, the scan below would find one of
+    // its other calls and run less than the model asked for.
+    let whole = |value: &Value, problem: &mut Option<String>| match actions_from_value(value) {
+        Some(Ok(actions)) => Some(Ok(actions)),
+        Some(Err(e)) if list_items(value).is_some() => Some(Err(e)),
+        Some(Err(e)) => {
+            problem.get_or_insert(e);
+            None
         }
+        None => None,
     };
-
     if let Ok(value) = serde_json::from_str::<Value>(trimmed)
-        && let Some(action) = consider(value, &mut problem)
+        && let Some(found) = whole(&value, &mut problem)
     {
-        return Ok(action);
+        return found;
     }
     for block in fenced_blocks(trimmed) {
         if let Some(value) = parse_lenient(block)
-            && let Some(action) = consider(value, &mut problem)
+            && let Some(found) = whole(&value, &mut problem)
         {
-            return Ok(action);
+            return found;
         }
     }
     for (start, end) in balanced_objects(trimmed) {
-        if let Some(value) = parse_lenient(&trimmed[start..end])
-            && let Some(action) = consider(value, &mut problem)
-        {
-            return Ok(action);
+        if let Some(value) = parse_lenient(&trimmed[start..end]) {
+            match action_from_value(&value, 0) {
+                Some(Ok(action)) => return Ok(vec![action]),
+                Some(Err(e)) => {
+                    problem.get_or_insert(e);
+                }
+                None => {}
+            }
         }
     }
     Err(problem.unwrap_or_else(|| format!("no JSON action found in the reply: {}", preview(trimmed))))
+}
+
+/// Every action of a value that stands for the whole reply: a list (`[{...}, {...}]`, or
+/// `{"tool_calls": [...]}` written out) gives each of its actions in order, skipping elements
+/// that are not action-shaped (a stray string); anything else gives its one action. An element
+/// that names a tool but cannot be used makes the whole list an error naming its place: running
+/// the rest would hide from the model that one of its calls never ran.
+fn actions_from_value(value: &Value) -> Option<Result<Vec<Action>, String>> {
+    let Some(items) = list_items(value) else {
+        return action_from_value(value, 0).map(|r| r.map(|a| vec![a]));
+    };
+    let mut actions = Vec::new();
+    // Bounded like the brace scan; the loop refuses every call past its own cap anyway.
+    for (i, item) in items.iter().take(MAX_CANDIDATES).enumerate() {
+        match action_from_value(item, 1) {
+            Some(Ok(action)) => actions.push(action),
+            Some(Err(e)) => return Some(Err(format!("call {} of the list: {e}", i + 1))),
+            None => {}
+        }
+    }
+    (!actions.is_empty()).then_some(Ok(actions))
+}
+
+/// The calls of a value that is a list of them: an array, or `{"tool_calls": [...]}`.
+fn list_items(value: &Value) -> Option<&Vec<Value>> {
+    match value {
+        Value::Array(items) => Some(items),
+        Value::Object(map) => match map.get("tool_calls") {
+            Some(Value::Array(calls)) => Some(calls),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// An action from a native tool call: the name is the tool, the arguments its args.
@@ -228,7 +269,8 @@ fn action_from_value(value: &Value, depth: u8) -> Option<Result<Action, String>>
         return None;
     }
     match value {
-        // `[{"tool": ...}]`: the first element that is an action.
+        // A list nested inside an action-shaped value: its first action (a list that is the
+        // whole reply is read whole, `actions_from_value`).
         Value::Array(items) => items.iter().take(8).find_map(|v| action_from_value(v, depth + 1)),
         Value::Object(map) => action_from_object(map, depth),
         _ => None,
@@ -543,6 +585,10 @@ mod tests {
         parse_reply(&RawReply { text: t.into(), ..Default::default() })
     }
 
+    fn all(t: &str) -> Result<Vec<Action>, ModelError> {
+        parse_calls(&RawReply { text: t.into(), ..Default::default() })
+    }
+
     fn ok(t: &str) -> Action {
         text(t).unwrap_or_else(|e| panic!("{t:?} should parse: {e}"))
     }
@@ -650,6 +696,34 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(parse_calls(&raw).unwrap(), vec![Action::new("run_tests", json!({}))]);
+    }
+
+    #[test]
+    fn a_list_of_actions_as_the_whole_text_is_every_action_in_order() {
+        let read = Action::new("read_file", json!({"path": "a.py"}));
+        let search = Action::new("search_code", json!({"pattern": "def f"}));
+        let two = vec![read.clone(), search.clone()];
+        assert_eq!(
+            all(r#"[{"tool": "read_file", "args": {"path": "a.py"}}, {"tool": "grep", "query": "def f"}]"#).unwrap(),
+            two
+        );
+        // In a fenced block with prose around it, and as OpenAI's shape written out.
+        let fenced = "Reading both.\n```json\n[{\"tool\": \"cat\", \"path\": \"a.py\"}, \"then\", {\"tool\": \"search\", \"q\": \"def f\"}]\n```";
+        assert_eq!(all(fenced).unwrap(), two);
+        let written = r#"{"tool_calls": [{"function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}, {"function": {"name": "search_code", "arguments": {"pattern": "def f"}}}]}"#;
+        assert_eq!(all(written).unwrap(), two);
+        // One broken call makes the list an error that names it, rather than a shorter batch.
+        let broken =
+            r#"[{"tool": "read_file", "args": {"path": "a.py"}}, {"tool": "edit_file", "args": "{\"path\": "}]"#;
+        let Err(ModelError::Parse(m)) = all(broken) else { panic!("a broken list must not parse") };
+        assert!(m.starts_with("call 2 of the list: tool `edit_file`"), "{m}");
+        // Two objects in prose stay one action (rule 4: the first complete one).
+        assert_eq!(
+            all(r#"I will read {"tool": "read_file", "path": "a.py"} and then {"tool": "grep", "q": "x"}"#).unwrap(),
+            vec![read]
+        );
+        // A list with no action in it is no action.
+        assert!(matches!(all(r#"["read a.py", 3]"#), Err(ModelError::Parse(m)) if m.contains("no JSON action")));
     }
 
     #[test]
