@@ -37,6 +37,7 @@ pub mod rundir;
 pub mod sandbox;
 pub mod serve;
 pub mod settings;
+pub mod shard;
 pub mod stats;
 pub mod supervisor;
 pub mod trace;
