@@ -66,6 +66,8 @@ pub enum Command {
     Man(ManArgs),
     /// Open a run's report.html (or the index of past runs) in a browser, or serve it on 127.0.0.1.
     View(ViewArgs),
+    /// Join the shard runs of one plan (`--shard K/N`) into one run directory with every report.
+    Merge(MergeArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -118,6 +120,11 @@ pub struct RunArgs {
     /// Run directory (default: workspace/runs/<run-id>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Run only part K of N of the plan (`--shard 2/3`), for a job engine running the parts on
+    /// several machines; `auto` reads Slurm array, Kubernetes Indexed Job or
+    /// HCBENCH_SHARD_INDEX/HCBENCH_SHARD_COUNT variables. Join the parts with `hcbench merge`.
+    #[arg(long, value_name = "K/N|auto")]
+    pub shard: Option<String>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -179,6 +186,11 @@ pub struct RunControl {
     /// the reason, in every report) instead of refusing to start.
     #[arg(long, conflicts_with = "resume")]
     pub skip_unavailable: bool,
+    /// Run only part K of N of the plan (`--shard 2/3`), for a job engine running the parts on
+    /// several machines; `auto` reads Slurm array, Kubernetes Indexed Job or
+    /// HCBENCH_SHARD_INDEX/HCBENCH_SHARD_COUNT variables. Join the parts with `hcbench merge`.
+    #[arg(long, value_name = "K/N|auto", conflicts_with = "resume")]
+    pub shard: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
     /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
@@ -461,6 +473,32 @@ pub struct ViewArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The merged run directory to write (new or empty).
+    #[arg(value_name = "OUT")]
+    pub out: PathBuf,
+    /// The shard run directories, one per part, in any order.
+    #[arg(value_name = "SHARD_DIR", required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Merge even when parts or cells are missing; the reports count them as cells without a
+    /// verdict (coverage below 1).
+    #[arg(long)]
+    pub allow_partial: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+    /// Print the summary table with every column.
+    #[arg(long)]
+    pub wide: bool,
+    /// Results history folder the merged run is appended to (default: $HCBENCH_HISTORY, else
+    /// <root>/reports/history). Shard runs append nothing; the merge appends the run once.
+    #[arg(long, value_name = "DIR", env = "HCBENCH_HISTORY")]
+    pub history: Option<PathBuf>,
+    /// Do not append the merged run to the results history.
+    #[arg(long)]
+    pub no_history: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
@@ -650,6 +688,14 @@ fn help_for(name: &str) -> Option<CommandHelp> {
                 ("hcbench view", "the index of past runs"),
             ],
             PLAIN,
+        ),
+        "merge" => (
+            &[
+                ("hcbench matrix --profiles oracle,nop --shard 1/2 --out runs/s1", "each machine runs its part"),
+                ("hcbench merge runs/all runs/s1 runs/s2", "one run directory, every report"),
+                ("hcbench merge runs/all runs/s1 --allow-partial", "what exists, coverage reported"),
+            ],
+            &[SUCCESS, USAGE, INTERNAL, COVERAGE_BELOW_THRESHOLD, CONTROL_ARM_FAILED, PASS_RATE_BELOW_FLOOR],
         ),
         "completions" => (
             &[

@@ -29,6 +29,7 @@ pub mod gate;
 pub mod history;
 pub mod interrupt;
 pub mod lock;
+pub mod merge;
 pub mod model;
 pub mod process;
 pub mod replay;

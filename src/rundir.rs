@@ -31,6 +31,7 @@ use crate::bench::Benchmark;
 use crate::events::{EngineEvent, EngineSink};
 use crate::lock::{FileLock, LockError};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace_of};
+use crate::shard::Shard;
 use crate::trace::event::Outcome;
 
 /// Version of `manifest.json`.
@@ -100,6 +101,25 @@ pub struct Manifest {
     /// names them, and `--resume` keeps them not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_run: Vec<NotRun>,
+    /// `--shard K/N`: this run holds only the K-th of N parts of the plan ([`crate::shard`]).
+    /// Its reports, coverage and `--resume` are about that part; `hcbench merge` joins the parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// [`Manifest::plan_digest`] when the run started: what `hcbench merge` checks shards by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_digest: Option<String>,
+    /// A run made by `hcbench merge`: the shard runs it joined, by shard index. Each cell's
+    /// trace still carries the run id of the shard that ran it ([`Manifest::trace_run_id`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedShard>,
+}
+
+/// One shard run a merged run was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    pub run_id: String,
+    pub shard: Shard,
+    pub started_at: String,
 }
 
 /// A requested profile that was set aside before the run, and why (with the fix).
@@ -153,6 +173,10 @@ pub enum RunDirError {
     Taken { path: PathBuf },
     #[error("{path} is not empty and holds no run ({entry} is there); choose another --out (a new or empty folder)")]
     NotEmpty { path: PathBuf, entry: String },
+    #[error(
+        "{path} was made by `hcbench merge` and cannot be resumed: finish the shard runs it names in its manifest (`hcbench matrix --resume SHARD_DIR`), then merge again into a new folder"
+    )]
+    Merged { path: PathBuf },
     #[error("another hcbench process is writing run directory {path} ({holder}); wait for it to finish")]
     Busy { path: PathBuf, holder: String },
     /// The place given for a new run cannot hold one (not creatable or not writable).
@@ -210,7 +234,34 @@ impl Manifest {
             fail_under: None,
             ablations: Vec::new(),
             not_run: Vec::new(),
+            shard: None,
+            plan_digest: None,
+            merged_from: Vec::new(),
         }
+    }
+
+    /// SHA-256 over what decides the plan's cells and how they are judged: the benchmark and
+    /// its digest, the cases, profiles, epochs, ablations, agent spec, thresholds, sandbox
+    /// mechanism and hcbench version. Not the run id, times, `--jobs`, `--budget-usd`, the git
+    /// commit or the shard: shards of one plan started apart, on other machines, with their own
+    /// share of the budget, still have one digest.
+    pub fn plan_digest(&self) -> String {
+        let identity = serde_json::json!({
+            "hcbench_version": self.hcbench_version,
+            "command": self.command,
+            "benchmark": self.benchmark,
+            "benchmark_digest": self.benchmark_digest,
+            "cases": self.cases.iter().map(|c| [&c.id, &c.category, &c.split]).collect::<Vec<_>>(),
+            "profiles": self.profiles,
+            "not_run": self.not_run.iter().map(|n| &n.profile).collect::<Vec<_>>(),
+            "epochs": self.epochs,
+            "ablations": self.ablations,
+            "agent_spec": self.agent_spec,
+            "min_coverage": self.min_coverage,
+            "fail_under": self.fail_under,
+            "sandbox": self.sandbox.as_ref().map(|s| &s.mechanism),
+        });
+        crate::util::sha256_hex(identity.to_string().as_bytes())
     }
 
     pub fn read(run_dir: &Path) -> Result<Manifest, RunDirError> {
@@ -235,8 +286,34 @@ impl Manifest {
         self.cases.iter().map(|c| c.id.clone()).collect()
     }
 
-    /// Every planned cell, in plan order (the order of [`crate::engine::plan`]).
+    /// The cells this run holds, in plan order: the whole plan, or with `--shard` its part.
     pub fn cell_ids(&self) -> Vec<PlannedCell> {
+        let plan = self.plan_cells();
+        match self.shard {
+            Some(shard) => shard.select(&plan).into_iter().cloned().collect(),
+            None => plan,
+        }
+    }
+
+    /// The run id a cell's trace must carry: the run's own, or in a merged run that of the
+    /// shard that ran it (the split is deterministic, so the shard follows from the plan).
+    /// `cells` is [`Manifest::plan_cells`]; the result is one id per cell.
+    pub fn trace_run_ids(&self, cells: &[PlannedCell]) -> Vec<String> {
+        let Some(count) = self.merged_from.first().map(|m| m.shard.count) else {
+            return vec![self.run_id.clone(); cells.len()];
+        };
+        crate::shard::assign(cells, count)
+            .into_iter()
+            .map(|index| {
+                // A shard left out by `merge --allow-partial` ran none of its cells: an id no
+                // trace carries, so a stray trace in its place is not taken for a result.
+                self.merged_from.iter().find(|m| m.shard.index == index).map_or_else(String::new, |m| m.run_id.clone())
+            })
+            .collect()
+    }
+
+    /// Every cell of the plan, in plan order (the order of [`crate::engine::plan`]).
+    pub fn plan_cells(&self) -> Vec<PlannedCell> {
         let none = [String::new()];
         let ablations: &[String] = if self.ablations.is_empty() { &none } else { &self.ablations };
         let mut out = Vec::new();
@@ -395,6 +472,10 @@ impl RunDir {
     /// others, and rewrites `results.jsonl` to hold exactly the kept cells.
     pub fn resume(path: &Path, retry_errors: bool) -> Result<(RunDir, Resumed), RunDirError> {
         let manifest = Manifest::read(path)?;
+        // Its traces belong to the shard runs, and its cells to their directories' plans.
+        if !manifest.merged_from.is_empty() {
+            return Err(RunDirError::Merged { path: path.to_path_buf() });
+        }
         let path = path.canonicalize().map_err(|source| RunDirError::Io { path: path.to_path_buf(), source })?;
         let io = |source| RunDirError::Io { path: path.clone(), source };
         let lock = lock(&path, &format!("{} --resume", manifest.command))?;
@@ -563,6 +644,9 @@ mod tests {
             fail_under: None,
             ablations: Vec::new(),
             not_run: Vec::new(),
+            shard: None,
+            plan_digest: None,
+            merged_from: Vec::new(),
         }
     }
 

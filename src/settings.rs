@@ -27,6 +27,7 @@ use crate::report::exit_policy::{DEFAULT_MIN_COVERAGE, Thresholds};
 use crate::report::terminal::Width;
 use crate::rundir::NotRun;
 use crate::sandbox::{Isolation, Sandbox, SandboxChoice};
+use crate::shard::Shard;
 
 /// A user error in the settings: bad flags, variables, benchmark, suite, script or profiles.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,8 @@ pub enum SettingsError {
     Suite(#[from] crate::bench::suite::SuiteError),
     #[error(transparent)]
     Script(#[from] crate::model::scripted::ScriptError),
+    #[error(transparent)]
+    Shard(#[from] crate::shard::ShardError),
     #[error(transparent)]
     Profile(#[from] crate::model::registry::ProfileError),
     #[error(transparent)]
@@ -96,6 +99,8 @@ pub struct RunSettings {
     pub isolation: Isolation,
     /// `--min-coverage` and `--fail-under`, recorded in the manifest.
     pub thresholds: Thresholds,
+    /// `--shard`: the part of the plan this run holds.
+    pub shard: Option<Shard>,
 }
 
 pub struct MatrixSettings {
@@ -125,6 +130,8 @@ pub enum MatrixStart {
         ablations: Vec<String>,
         /// `--skip-unavailable`: the requested profiles set aside, with why.
         not_run: Vec<NotRun>,
+        /// `--shard`: the part of the plan this run holds.
+        shard: Option<Shard>,
     },
     /// The run directory to finish and the profiles registry to re-resolve its profiles with;
     /// `retry_errors` runs cells that ended in an infrastructure error again (`--retry-errors`).
@@ -324,6 +331,15 @@ impl Settings {
     /// The run directory: the flag, else `<root>/workspace/<kind>/<run-id>`.
     /// The results history folder: the flag as given, else `<root>/reports/history`.
     /// The width terminal summaries fit: `--wide`, else $COLUMNS, else the terminal's.
+    /// `--shard K/N`, or with `auto` the shard the job engine's variables name.
+    pub fn shard(&self, flag: Option<&str>) -> Result<Option<Shard>, SettingsError> {
+        Ok(match flag.map(str::trim) {
+            None => None,
+            Some("auto") => Some(Shard::from_env(|k| self.env.get(k))?),
+            Some(text) => Some(Shard::parse(text)?),
+        })
+    }
+
     pub fn width(&self, wide: bool) -> Width {
         Width::detect(wide, self.env.get("COLUMNS").as_deref())
     }
@@ -355,6 +371,7 @@ impl Settings {
             records_train_results: args.selection.split.as_deref() == Some("train"),
             isolation,
             thresholds: thresholds(&args.thresholds)?,
+            shard: self.shard(args.shard.as_deref())?,
         })
     }
 
@@ -395,6 +412,7 @@ impl Settings {
                     budget_usd: args.control.budget_usd,
                     thresholds: thresholds(&args.control.thresholds)?,
                     ablations: Vec::new(),
+                    shard: self.shard(args.control.shard.as_deref())?,
                 }
             }
         };

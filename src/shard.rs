@@ -91,7 +91,9 @@ impl Shard {
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Shard, ShardError> {
         let number = |name: &'static str, fix: &'static str| -> Result<Option<u32>, ShardError> {
             match var(name) {
+                // An empty variable is unset: CI matrices leave unused ones empty.
                 None => Ok(None),
+                Some(v) if v.trim().is_empty() => Ok(None),
                 Some(v) => v.trim().parse().map(Some).map_err(|_| ShardError::BadVariable { var: name, value: v, fix }),
             }
         };

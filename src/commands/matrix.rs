@@ -11,6 +11,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::CommandError;
+use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::load_benchmark;
 use crate::engine::{self, Budget};
@@ -36,6 +37,7 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             thresholds,
             ablations,
             not_run,
+            shard,
         } => {
             let command = if ablations.is_empty() { "matrix" } else { "ablate" };
             super::test_split::guard(&s.root, &selected.benchmark, &selected.case_ids, human_test_split, command)?;
@@ -59,6 +61,8 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
                 eprintln!("hcbench: not running profile `{}` (--skip-unavailable): {}", n.profile, n.reason);
             }
             manifest.not_run = not_run;
+            manifest.shard = shard;
+            manifest.plan_digest = Some(manifest.plan_digest());
             (RunDir::create(&run_dir, manifest)?, selected.benchmark, profiles, spec, Vec::new(), Vec::new())
         }
         MatrixStart::Resume { run_dir, profiles: registry, retry_errors } => {
@@ -98,10 +102,9 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
         v
     };
     let target = engine::Target { run_id: &m.run_id, run_dir: run.path(), isolation: &s.isolation };
-    let cells: Vec<_> = engine::plan_variants(target, &bench, &m.case_ids(), &profiles, &variants, m.epochs)
-        .into_iter()
-        .filter(|c| !kept_ids.contains(c.cell_id.as_str()))
-        .collect();
+    let planned = engine::plan_variants(target, &bench, &m.case_ids(), &profiles, &variants, m.epochs);
+    let cells: Vec<_> =
+        in_this_run(m, planned).into_iter().filter(|c| !kept_ids.contains(c.cell_id.as_str())).collect();
     if !kept.is_empty() || !retried.is_empty() {
         progress.event(EngineEvent::CellsKept { count: kept.len(), retried: retried.len() });
     }
@@ -121,8 +124,11 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
         eprintln!("{}", retried_line(&retried, &report.cells));
     }
     // The history gets the run once it has its reports; an interrupted run is appended too
-    // (its unfinished cells as `incomplete`), and a resumed one replaces its own file.
-    if let Some(dir) = &s.history {
+    // (its unfinished cells as `incomplete`), and a resumed one replaces its own file. A shard
+    // is a part of a run: `hcbench merge` appends the whole run once.
+    if let Some(shard) = run.manifest().shard {
+        eprintln!("shard {shard}: not added to the results history; `hcbench merge` adds the merged run");
+    } else if let Some(dir) = &s.history {
         match crate::history::append_run(dir, run.manifest(), &report.cells) {
             Ok(file) => eprintln!("appended {} cell(s) to {}", report.cells.len(), file.display()),
             // The run and its reports are written; a history that cannot be written is a
@@ -134,6 +140,15 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
     }
     // A Ctrl-C between cells cancels none, so the live flag decides 130 too.
     Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
+}
+
+/// The planned cells this run holds: all of them, or with `--shard` its part (in plan order).
+pub(crate) fn in_this_run(m: &Manifest, planned: Vec<CellPlan>) -> Vec<CellPlan> {
+    if m.shard.is_none() {
+        return planned;
+    }
+    let mine: BTreeSet<String> = m.cell_ids().into_iter().map(|c| c.cell_id).collect();
+    planned.into_iter().filter(|c| mine.contains(&c.cell_id)).collect()
 }
 
 /// The summary of `--retry-errors`: how many cells ran again, what they had ended in, and what

@@ -8,6 +8,7 @@ mod completions;
 mod gate;
 mod list;
 mod matrix;
+mod merge;
 mod plan;
 mod record;
 mod replay;
@@ -109,6 +110,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
         Command::Trend(args) => trend::trend(&settings, args),
         Command::History(cmd) => trend::history(&settings, cmd),
         Command::View(args) => view::view(&settings, args),
+        Command::Merge(args) => merge::merge(&settings, args),
         Command::Completions(_) | Command::Man(_) => unreachable!("handled before the settings"),
     }
 }

@@ -31,9 +31,12 @@ pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Resul
     let mut manifest = Manifest::new(plan, &settings.root, bench, case_ids);
     manifest.min_coverage = Some(s.thresholds.min_coverage);
     manifest.fail_under = s.thresholds.fail_under;
+    manifest.shard = s.shard;
+    manifest.plan_digest = Some(manifest.plan_digest());
     let run = RunDir::create(&s.run_dir, manifest)?;
     let target = engine::Target { run_id: &s.run_id, run_dir: run.path(), isolation: &s.isolation };
     let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec);
+    let cells = super::matrix::in_this_run(run.manifest(), cells);
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
     let done = session.execute_run(&run, cells, s.jobs, progress, None)?;

@@ -756,6 +756,9 @@ mod tests {
             fail_under: None,
             ablations: Vec::new(),
             not_run: Vec::new(),
+            shard: None,
+            plan_digest: None,
+            merged_from: Vec::new(),
         }
     }
 

@@ -163,9 +163,13 @@ pub const TIMELINE_CELLS: usize = 1000;
 pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportError> {
     let manifest = Manifest::read(run_dir)?;
     let planned = manifest.cell_ids();
+    let run_ids = manifest.trace_run_ids(&planned);
     let trace_of = |cell_id: &str| run_dir.join("cells").join(cell_id).join("trace.jsonl");
-    let results: Vec<(CellSummary, Option<String>)> =
-        planned.par_iter().map(|planned| load_cell(&trace_of(&planned.cell_id), planned, &manifest)).collect();
+    let results: Vec<(CellSummary, Option<String>)> = planned
+        .par_iter()
+        .zip(&run_ids)
+        .map(|(planned, run_id)| load_cell(&trace_of(&planned.cell_id), planned, run_id, &manifest))
+        .collect();
     let mut cells = Vec::with_capacity(results.len());
     let mut notes = Vec::new();
     for (summary, note) in results {
@@ -239,7 +243,8 @@ pub fn from_cells(
         }
     }
     let status = RunStatus::of(&cells);
-    let resume_command = (status != RunStatus::Complete).then(|| resume_command(run_dir));
+    let resume_command = (status != RunStatus::Complete)
+        .then(|| if manifest.merged_from.is_empty() { resume_command(run_dir) } else { MERGED_FINISH.to_string() });
     let banner = resume_command.as_deref().map(|cmd| banner(status, &cells, budget_cut, cmd));
     let verdict = exit_policy::judge(&manifest.command, status, &groups, &cells, Thresholds::of(manifest));
     let failing = cells
@@ -292,6 +297,11 @@ pub(crate) fn resume_command(run_dir: &Path) -> String {
     }
 }
 
+/// How a merged run ([`crate::merge`]) is finished: its shards are, then merged again. Set in
+/// backticks by the banner, so the inner pair closes the first command and opens the second.
+const MERGED_FINISH: &str =
+    "hcbench matrix --resume SHARD_DIR` for each shard that did not finish, then `hcbench merge NEW_OUT SHARD_DIR...";
+
 /// The paragraph every report of an incomplete run opens with.
 fn banner(status: RunStatus, cells: &[CellSummary], budget_cut: Option<f64>, resume: &str) -> String {
     let cancelled = cells.iter().filter(|c| c.outcome == Some(Outcome::Cancelled)).count();
@@ -320,7 +330,8 @@ fn banner(status: RunStatus, cells: &[CellSummary], budget_cut: Option<f64>, res
 }
 
 /// The summary of one planned cell; a missing or unreadable trace becomes its own row.
-fn load_cell(path: &Path, planned: &PlannedCell, manifest: &Manifest) -> (CellSummary, Option<String>) {
+/// The summary of one planned cell from its trace, which must belong to run `run_id`.
+fn load_cell(path: &Path, planned: &PlannedCell, run_id: &str, manifest: &Manifest) -> (CellSummary, Option<String>) {
     let PlannedCell { cell_id, case_id, profile, ablation } = planned;
     let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
@@ -340,7 +351,7 @@ fn load_cell(path: &Path, planned: &PlannedCell, manifest: &Manifest) -> (CellSu
     if !path.exists() {
         return (placeholder(None, "the cell never ran (interrupted run?)".into()), None);
     }
-    match crate::replay::replay_trace_of(path, Some(&manifest.run_id)) {
+    match crate::replay::replay_trace_of(path, Some(run_id)) {
         Ok(mut s) => {
             if s.outcome.is_none() {
                 s.reason = "the trace ends before run_finished (crash or interruption)".into();

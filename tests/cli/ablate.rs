@@ -141,6 +141,9 @@ fn write_ablate_run(run_dir: &Path) {
         fail_under: None,
         ablations: ablations.iter().map(|a| a.to_string()).collect(),
         not_run: Vec::new(),
+        shard: None,
+        plan_digest: None,
+        merged_from: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     for (i, case) in run.manifest().cases.iter().enumerate() {

@@ -26,6 +26,7 @@ mod report_snapshots;
 mod run;
 mod rundir;
 mod sandbox;
+mod shard;
 mod trend;
 mod trend_html;
 mod verdicts;
