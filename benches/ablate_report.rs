@@ -49,6 +49,9 @@ fn main() {
         fail_under: None,
         ablations: ABLATIONS.iter().map(|a| a.to_string()).collect(),
         not_run: Vec::new(),
+        shard: None,
+        plan_digest: None,
+        merged_from: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();

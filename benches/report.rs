@@ -47,6 +47,9 @@ fn main() {
         fail_under: None,
         ablations: Vec::new(),
         not_run: Vec::new(),
+        shard: None,
+        plan_digest: None,
+        merged_from: Vec::new(),
     };
     let run = RunDir::create(run_dir, manifest).unwrap();
     let manifest = run.manifest().clone();

@@ -222,6 +222,9 @@ fn manifest(run: usize, started_at: &str, commit: &str, digest: &str) -> Manifes
         fail_under: None,
         ablations: Vec::new(),
         not_run: Vec::new(),
+        shard: None,
+        plan_digest: None,
+        merged_from: Vec::new(),
     }
 }
 
