@@ -1,8 +1,10 @@
 //! Report scale: builds the report of a synthetic 10,000-cell run directory and renders every
 //! format, timing each stage.
 //!
-//! Target (DESIGN.md): a 10,000-cell report renders in under 2 s with bounded memory. Run:
-//! `cargo bench --bench report` (env HCBENCH_BENCH_CELLS, default 10000).
+//! Target (DESIGN.md): a 10,000-cell report renders in under 2 s with bounded memory. Then the
+//! same cells as four shard runs are joined by `hcbench merge`'s library call (target, issue
+//! 19: 10,000 cells in under 2 s, reports not included). Run: `cargo bench --bench report`
+//! (env HCBENCH_BENCH_CELLS, default 10000).
 
 use std::time::Instant;
 
@@ -173,5 +175,51 @@ fn main() {
         full.cells.len(),
         build_tl + render,
         sizes.join(", ")
+    );
+
+    merge_shards(run_dir, &full.cells);
+}
+
+/// Splits the run into four shard runs (manifests with `shard`, cell folders hard-linked,
+/// results.jsonl from the summaries) and times their merge.
+fn merge_shards(run_dir: &std::path::Path, cells: &[hcbench::replay::CellSummary]) {
+    use hcbench::shard::Shard;
+    let count = 4;
+    let manifest = Manifest::read(run_dir).unwrap();
+    let plan = manifest.plan_cells();
+    let root = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for index in 1..=count {
+        let shard = Shard::new(index, count).unwrap();
+        let dir = root.path().join(format!("shard-{index}"));
+        std::fs::create_dir_all(dir.join("cells")).unwrap();
+        let mut m = manifest.clone();
+        m.shard = Some(shard);
+        std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        let mut lines = String::new();
+        for cell in shard.select(&plan) {
+            let to = dir.join("cells").join(&cell.cell_id);
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::hard_link(run_dir.join("cells").join(&cell.cell_id).join("trace.jsonl"), to.join("trace.jsonl"))
+                .unwrap();
+            let summary = cells.iter().find(|c| c.cell_id == cell.cell_id).unwrap();
+            lines.push_str(&serde_json::to_string(summary).unwrap());
+            lines.push('\n');
+        }
+        std::fs::write(dir.join("results.jsonl"), lines).unwrap();
+        dirs.push(dir);
+    }
+    let out = root.path().join("merged");
+    let t = Instant::now();
+    let merged = hcbench::merge::merge(&out, &dirs, false).unwrap();
+    let merge = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let report = report::model::build(&out, true).unwrap();
+    report::write_all(&out, &report).unwrap();
+    let reports = t.elapsed().as_secs_f64();
+    assert_eq!(merged.merged, cells.len());
+    println!(
+        "merge of {} cells from {count} shards: {merge:.2}s (checks, hard links, results.jsonl); its reports {reports:.2}s",
+        merged.merged
     );
 }
