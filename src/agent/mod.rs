@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod compaction;
 pub mod context;
+pub(crate) mod delegate;
 pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
@@ -370,18 +371,26 @@ async fn work(
             for i in indices {
                 gated.push((i, turn.gate(rec, &reply.actions[i])?));
             }
-            let runs: Vec<_> = gated
-                .iter()
-                .filter_map(|(_, g)| match g {
-                    Gate::Run(call) => Some(async move {
-                        let t0 = Instant::now();
-                        let out = run_tool(cell, call).await;
-                        (out, t0.elapsed().as_millis() as u64)
-                    }),
-                    Gate::Refused { .. } => None,
-                })
-                .collect();
-            let mut outputs = batch::join_in_order(runs).await.into_iter();
+            let mut outputs = if let [(_, Gate::Run(call @ Call::DelegateReadonly { .. }))] = gated.as_slice() {
+                // A delegation runs a model loop of its own (`delegate.rs`); it is never batched.
+                let t0 = Instant::now();
+                let out = delegate::run(cell, rec, provider.as_mut(), step, call).await?;
+                vec![(out, t0.elapsed().as_millis() as u64)]
+            } else {
+                let runs: Vec<_> = gated
+                    .iter()
+                    .filter_map(|(_, g)| match g {
+                        Gate::Run(call) => Some(async move {
+                            let t0 = Instant::now();
+                            let out = run_tool(cell, call).await;
+                            (out, t0.elapsed().as_millis() as u64)
+                        }),
+                        Gate::Refused { .. } => None,
+                    })
+                    .collect();
+                batch::join_in_order(runs).await
+            }
+            .into_iter();
             // Results in the order the model asked, whatever order the calls ended in.
             for (i, g) in gated {
                 let action = &reply.actions[i];
