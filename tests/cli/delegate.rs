@@ -136,10 +136,8 @@ fn a_scripted_delegation_returns_evidence_links_its_trace_and_counts_in_the_summ
 fn a_child_that_tries_to_write_run_a_command_or_delegate_is_refused_in_its_own_trace() {
     let s = Scratch::new();
     s.case("good", &delegating_case("good"), GOOD_ORACLE);
-    let script = format!(
-        "default:\n  - delegate:\n      question: can you fix it for me?\n      steps:\n        - {{tool: write_file, args: {{path: evil.txt, content: pwned}}}}\n        - {{tool: run_command, args: {{argv: [ls]}}}}\n        - {{tool: delegate_readonly, args: {{question: ask someone else}}}}\n        - batch:\n          - {{tool: edit_file, args: {{path: calc.py, old: 'a - b', new: 'a + b'}}}}\n          - {{tool: read_file, args: {{path: calc.py}}}}\n        - {{tool: finish, args: {{answer: I may only read}}}}\n  - {{tool: read_file, args: {{path: calc.py}}}}\n  - {{tool: finish, args: {{answer: not fixed}}}}\n"
-    );
-    let (cell, run_dir, _) = run_script(&s, &script, 1);
+    let script = "default:\n  - delegate:\n      question: can you fix it for me?\n      steps:\n        - {tool: write_file, args: {path: evil.txt, content: pwned}}\n        - {tool: run_command, args: {argv: [ls]}}\n        - {tool: delegate_readonly, args: {question: ask someone else}}\n        - batch:\n          - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n          - {tool: read_file, args: {path: calc.py}}\n        - {tool: finish, args: {answer: I may only read}}\n  - {tool: read_file, args: {path: calc.py}}\n  - {tool: finish, args: {answer: not fixed}}\n";
+    let (cell, run_dir, _) = run_script(&s, script, 1);
     assert_eq!(cell["outcome"], "failed", "nothing fixed the bug: the child could not edit");
     assert_eq!(cell["policy_denials"], 0, "the child's refusals are in its own trace, not the parent's");
     let ws = std::fs::canonicalize(cell_dir(&run_dir).join("workspace")).unwrap();
