@@ -394,3 +394,50 @@ fn a_models_delegation_costs_tokens_that_count_toward_the_cell_and_the_run_budge
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
     assert!(md.contains("Read-only delegations: 1 in 1 cell(s)"), "{md}");
 }
+
+#[test]
+fn a_child_over_its_token_budget_is_not_asked_again_and_its_delegation_fails() {
+    let server = ChatServer::start(
+        vec![
+            chat(json!({"tool": "delegate_readonly", "args": {"question": "where is add?", "max_tokens": 50}}), 10, 0),
+            // The child's first turn costs 60 tokens, over its 50: it runs, and no second turn is asked.
+            chat(json!({"tool": "read_file", "args": {"path": "calc.py"}}), 55, 5),
+            chat(json!({"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a + b"}}), 10, 0),
+            chat(json!({"tool": "finish", "args": {"answer": "fixed"}}), 10, 0),
+        ],
+        chat(json!({"tool": "finish", "args": {"answer": "not expected"}}), 1, 0),
+    );
+    let s = Scratch::new();
+    s.case("good", &delegating_case("good"), GOOD_ORACLE);
+    let models = s.path().join("models.toml");
+    std::fs::write(
+        &models,
+        format!(
+            "[local]\nprovider = \"openai-chat\"\nmodel = \"mock-model\"\nbase_url = \"http://127.0.0.1:{}\"\napi_key_env = \"HCBENCH_TEST_API_KEY\"\ntimeout_s = 5\nretry_base_ms = 1\nretry_max_ms = 20\n",
+            server.port
+        ),
+    )
+    .unwrap();
+    let run_dir = s.path().join("run");
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--profile", "local", "--format", "json", "--models"])
+        .arg_path(&models)
+        .args(&["--out"])
+        .arg_path(&run_dir)
+        .run()
+        .code(0);
+    let cell = by_cell(&out.json())["good__local"].clone();
+    assert_eq!(cell["outcome"], "passed", "{}", cell["reason"]);
+    assert_eq!((cell["delegations_failed"].as_u64(), cell["delegation_steps"].as_u64()), (Some(1), Some(1)));
+    assert_eq!((cell["input_tokens"].as_u64(), cell["output_tokens"].as_u64()), (Some(85), Some(5)));
+    assert_eq!(server.seen.lock().unwrap().len(), 4, "the child was not asked a second time");
+    let trace = crate::trace_events(&run_dir.join("cells/good__local/trace.jsonl"));
+    assert_eq!(of_kind(&trace, "delegation_started")[0]["max_tokens"], 50);
+    let failed = of_kind(&trace, "delegation_failed")[0];
+    assert_eq!((failed["reason"].as_str(), failed["input_tokens"].as_u64()), (Some("out_of_tokens"), Some(55)));
+    assert!(failed.get("cost_usd").is_none(), "no prices, no cost: {failed}");
+    let output = of_kind(&trace, "tool_result")[0]["output"].as_str().unwrap().to_string();
+    assert!(output.starts_with("delegation failed: the helper spent its 50 tokens without an answer"), "{output}");
+    assert!(output.contains("calc.py"), "the read it made is its evidence: {output}");
+}
