@@ -258,11 +258,12 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
                         problems.push(format!("field `{at}.batch`: is empty; give it at least one action"))
                     }
                     Some(actions) => {
-                        if let Some(i) =
-                            actions.iter().position(|a| a.get("batch").is_some() || a.get("if_shown").is_some())
+                        if let Some(i) = actions
+                            .iter()
+                            .position(|a| ["batch", "if_shown", "delegate"].iter().any(|k| a.get(k).is_some()))
                         {
                             problems.push(format!(
-                                "field `{at}.batch[{i}]`: a batch holds actions only, not batches or branches"
+                                "field `{at}.batch[{i}]`: a batch holds actions only, not batches, branches or delegations"
                             ));
                         } else {
                             check_steps(&batch["batch"], &format!("{at}.batch"), problems);
@@ -431,6 +432,8 @@ mod tests {
         assert!(e.contains("field `default[0].delegate.budget`: is not a key of a delegation"), "{e}");
         let e = load("default: [{delegate: {question: x, steps: [{delegate: {question: y}}]}}]\n").unwrap_err();
         assert!(e.contains("field `default[0].delegate.steps[0]`: a child cannot delegate again"), "{e}");
+        let e = load("default: [{batch: [{delegate: {question: x}}]}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].batch[0]`: a batch holds actions only"), "{e}");
         let e = load("default: [{delegate: {question: x}, then: []}]\n").unwrap_err();
         assert!(e.contains("field `default[0].then`: is not a key of a delegation step"), "{e}");
         // A plain delegate_readonly action for the child is fine: the loop refuses it at run time.
