@@ -52,6 +52,7 @@ pub enum Tool {
     WriteFile,
     RunTests,
     RunCommand,
+    DelegateReadonly,
     Finish,
 }
 
@@ -191,6 +192,19 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         read_only: false,
     },
     ToolDef {
+        tool: Tool::DelegateReadonly,
+        name: "delegate_readonly",
+        summary: "ask a read-only helper a bounded question about the code; it lists, reads and searches, then \
+                  returns its evidence (files, symbols, findings)",
+        args: &[
+            arg("question", Text, Required, "", "what the helper should find out"),
+            arg("max_steps", Count, Optional, "int", "the helper's step budget, capped by the agent spec"),
+            arg("max_tokens", Count, Optional, "int", "the helper's token budget, capped by the agent spec"),
+        ],
+        // Not a read in the batch's sense: it runs a model loop of its own, so it runs alone.
+        read_only: false,
+    },
+    ToolDef {
         tool: Tool::Finish,
         name: "finish",
         summary: "stop; your work is then tested",
@@ -234,6 +248,14 @@ impl Tool {
     /// Every tool, in the order of `TOOLS`.
     pub fn all() -> impl Iterator<Item = Tool> {
         TOOLS.iter().map(|d| d.tool)
+    }
+
+    /// The tools a case allows when it names none: every tool but `delegate_readonly`, which
+    /// a case opts into by naming it in `allowed_tools`. A delegation spends model tokens of
+    /// its own, and offering it to every case would change what models are shown in every
+    /// existing case (and invalidate their cached replies).
+    pub fn defaults() -> impl Iterator<Item = Tool> {
+        Tool::all().filter(|t| *t != Tool::DelegateReadonly)
     }
 
     fn index(self) -> usize {
@@ -321,6 +343,13 @@ pub enum Call {
     RunCommand {
         argv: Vec<String>,
     },
+    DelegateReadonly {
+        question: String,
+        #[serde(default)]
+        max_steps: Option<usize>,
+        #[serde(default)]
+        max_tokens: Option<usize>,
+    },
     Finish {
         #[serde(default)]
         answer: String,
@@ -351,6 +380,7 @@ impl Call {
             Call::WriteFile { .. } => Tool::WriteFile,
             Call::RunTests {} => Tool::RunTests,
             Call::RunCommand { .. } => Tool::RunCommand,
+            Call::DelegateReadonly { .. } => Tool::DelegateReadonly,
             Call::Finish { .. } => Tool::Finish,
         }
     }
@@ -389,7 +419,7 @@ mod tests {
             assert_eq!(Tool::parse(def.name), Some(def.tool));
             assert_eq!(def.tool.def().name, def.name);
         }
-        assert_eq!(rows.len(), 9);
+        assert_eq!(rows.len(), 10);
     }
 
     /// Serde's names on `Call` equal the table's, both ways: a call built from the table's
@@ -442,6 +472,9 @@ mod tests {
                 "write_file {path, content, overwrite?: bool} - create a file (overwrite only if asked)",
                 "run_tests {} - run the task's test command",
                 "run_command {argv: [program, args...]} - run an allowlisted program (no shell)",
+                "delegate_readonly {question, max_steps?: int, max_tokens?: int} - ask a read-only helper a bounded \
+                 question about the code; it lists, reads and searches, then returns its evidence (files, symbols, \
+                 findings)",
                 "finish {answer} - stop; your work is then tested",
             ]
         );
@@ -455,6 +488,7 @@ mod tests {
         assert_eq!(main(Tool::SearchCode), Some("pattern"));
         assert_eq!(main(Tool::RunCommand), Some("argv"));
         assert_eq!(main(Tool::Finish), Some("answer"));
+        assert_eq!(main(Tool::DelegateReadonly), Some("question"));
         assert_eq!(main(Tool::EditFile), None);
         assert_eq!(main(Tool::WriteFile), None);
         assert_eq!(main(Tool::RunTests), None);

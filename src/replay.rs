@@ -141,6 +141,21 @@ pub struct CellSummary {
     /// case declares none (`target_declared` tells the two apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_target_read_step: Option<u32>,
+    // Read-only delegations (`delegation_completed` and `delegation_failed` events). Their
+    // tokens are in `input_tokens` and `output_tokens` too: a delegation's cost is the cell's.
+    /// Delegations that ended, answered or not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegations: u32,
+    /// Of those, the ones that ended without an answer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegations_failed: u32,
+    /// Model turns of all the cell's delegations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegation_steps: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegation_input_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegation_output_tokens: u64,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -152,6 +167,13 @@ impl CellSummary {
     pub fn cost_usd(&self) -> Option<f64> {
         let (i, o) = (self.input_price_per_mtok?, self.output_price_per_mtok?);
         Some((self.input_tokens as f64 * i + self.output_tokens as f64 * o) / 1e6)
+    }
+
+    /// What the cell's delegations cost in US dollars (part of [`Self::cost_usd`]), when the
+    /// profile states prices.
+    pub fn delegation_cost_usd(&self) -> Option<f64> {
+        let (i, o) = (self.input_price_per_mtok?, self.output_price_per_mtok?);
+        Some((self.delegation_input_tokens as f64 * i + self.delegation_output_tokens as f64 * o) / 1e6)
     }
 
     /// The group reports aggregate the cell under: its profile, or `profile/ablation` in an
@@ -336,6 +358,15 @@ impl SummaryBuilder {
             LeanBody::MemoryUpdated => s.memory_updates += 1,
             LeanBody::ContextCompacted => s.compactions += 1,
             LeanBody::PolicyRetry => s.policy_retries += 1,
+            LeanBody::Delegation(d) => {
+                s.delegations += 1;
+                s.delegations_failed += u32::from(d.failed);
+                s.delegation_steps += d.steps;
+                s.delegation_input_tokens += d.input_tokens;
+                s.delegation_output_tokens += d.output_tokens;
+                s.input_tokens += d.input_tokens;
+                s.output_tokens += d.output_tokens;
+            }
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
@@ -350,6 +381,16 @@ impl SummaryBuilder {
     /// Policy denials seen so far (the verifier's `forbid_denials` check reads this).
     pub fn denials(&self) -> u32 {
         self.s.as_ref().map_or(0, |s| s.policy_denials)
+    }
+
+    /// Delegations that ended so far (the next one's number is this plus one).
+    pub fn delegations(&self) -> u32 {
+        self.s.as_ref().map_or(0, |s| s.delegations)
+    }
+
+    /// Input and output tokens seen so far (a delegation's token budget reads this).
+    pub fn tokens(&self) -> u64 {
+        self.s.as_ref().map_or(0, |s| s.input_tokens + s.output_tokens)
     }
 
     /// Model actions seen so far.
@@ -486,8 +527,29 @@ pub enum LeanBody {
     MemoryUpdated,
     ContextCompacted,
     PolicyRetry,
-    /// Kinds the fold only counts (state_updated, repo_map_built).
+    /// A delegation that ended (`delegation_completed`, or `delegation_failed` with `failed`).
+    Delegation(LeanDelegation),
+    /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started).
     Other,
+}
+
+/// What the fold reads of a delegation's end: what it spent.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LeanDelegation {
+    #[serde(skip)]
+    failed: bool,
+    #[serde(default)]
+    steps: u32,
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+impl LeanDelegation {
+    fn of(failed: bool, d: &crate::trace::event::Delegated) -> LeanDelegation {
+        LeanDelegation { failed, steps: d.steps, input_tokens: d.input_tokens, output_tokens: d.output_tokens }
+    }
 }
 
 /// What the fold reads of a `context_packed` event: totals, with the sections already
@@ -685,7 +747,11 @@ impl Lean {
             EventBody::MemoryUpdated { .. } => LeanBody::MemoryUpdated,
             EventBody::ContextCompacted { .. } => LeanBody::ContextCompacted,
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
-            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } => LeanBody::Other,
+            EventBody::DelegationCompleted { spent, .. } => LeanBody::Delegation(LeanDelegation::of(false, spent)),
+            EventBody::DelegationFailed { spent, .. } => LeanBody::Delegation(LeanDelegation::of(true, spent)),
+            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } | EventBody::DelegationStarted { .. } => {
+                LeanBody::Other
+            }
         };
         Lean { kind: e.body.kind(), body }
     }
@@ -737,7 +803,11 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             IgnoredAny::deserialize(d)?;
             LeanBody::PolicyRetry
         }
-        EventKind::StateUpdated | EventKind::RepoMapBuilt => {
+        EventKind::DelegationCompleted => LeanBody::Delegation(LeanDelegation::deserialize(d)?),
+        EventKind::DelegationFailed => {
+            LeanBody::Delegation(LeanDelegation { failed: true, ..LeanDelegation::deserialize(d)? })
+        }
+        EventKind::StateUpdated | EventKind::RepoMapBuilt | EventKind::DelegationStarted => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -1230,6 +1300,27 @@ mod tests {
                 reason: "the verifier failed".into(),
                 elapsed_ms: 77,
             }],
+            // The delegations spend no tokens here, so the totals above stay as they are.
+            EventKind::DelegationStarted => vec![EventBody::DelegationStarted {
+                step: 5,
+                id: 1,
+                question: "where is add?".into(),
+                max_steps: 4,
+                max_tokens: 1000,
+                trace: "delegations/1/trace.jsonl".into(),
+            }],
+            EventKind::DelegationCompleted => vec![EventBody::DelegationCompleted {
+                step: 5,
+                id: 1,
+                spent: crate::trace::event::Delegated { steps: 2, files: 1, ..Default::default() },
+            }],
+            EventKind::DelegationFailed => vec![EventBody::DelegationFailed {
+                step: 6,
+                id: 2,
+                reason: "out_of_steps".into(),
+                message: "the helper used its 4 steps without an answer".into(),
+                spent: crate::trace::event::Delegated { steps: 4, ..Default::default() },
+            }],
         }
     }
 
@@ -1285,6 +1376,7 @@ mod tests {
         assert_eq!((lean.repo_map_injections, lean.repo_map_tool_uses), (2, 1));
         assert_eq!((lean.memory_updates, lean.compactions, lean.policy_retries), (1, 1, 1));
         assert_eq!(lean.cached_input_tokens, 96, "cache hits of model_action and model_error");
+        assert_eq!((lean.delegations, lean.delegations_failed, lean.delegation_steps), (2, 1, 6));
         // A results line carries them and reads back equal.
         let line = serde_json::to_string(&lean).unwrap();
         assert!(line.contains("\"context_tokens\":93") && line.contains("\"first_target_read_step\":1"), "{line}");

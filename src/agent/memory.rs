@@ -216,7 +216,7 @@ impl WorkingMemory {
                 }
             }
             Call::RepoMap { path, .. } => self.on_failure(step, "repo_map", &display_dir(path), out),
-            Call::Finish { .. } => {}
+            Call::Finish { .. } | Call::DelegateReadonly { .. } => {}
         }
         self.prune();
         self.diff(&before)

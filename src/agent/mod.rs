@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod compaction;
 pub mod context;
+pub(crate) mod delegate;
 pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
@@ -370,9 +371,19 @@ async fn work(
             for i in indices {
                 gated.push((i, turn.gate(rec, &reply.actions[i])?));
             }
+            // A delegation runs a model loop of its own (`delegate.rs`): alone, never batched.
+            let delegated = match gated.as_slice() {
+                [(_, Gate::Run(call @ Call::DelegateReadonly { .. }))] => {
+                    let t0 = Instant::now();
+                    let out = delegate::run(cell, rec, provider.as_mut(), step, call).await?;
+                    Some((out, t0.elapsed().as_millis() as u64))
+                }
+                _ => None,
+            };
             let runs: Vec<_> = gated
                 .iter()
                 .filter_map(|(_, g)| match g {
+                    Gate::Run(Call::DelegateReadonly { .. }) => None,
                     Gate::Run(call) => Some(async move {
                         let t0 = Instant::now();
                         let out = run_tool(cell, call).await;
@@ -381,7 +392,14 @@ async fn work(
                     Gate::Refused { .. } => None,
                 })
                 .collect();
-            let mut outputs = batch::join_in_order(runs).await.into_iter();
+            let mut outputs = match delegated {
+                Some(d) => {
+                    drop(runs); // empty: the delegation was the group's one call
+                    vec![d]
+                }
+                None => batch::join_in_order(runs).await,
+            }
+            .into_iter();
             // Results in the order the model asked, whatever order the calls ended in.
             for (i, g) in gated {
                 let action = &reply.actions[i];

@@ -119,6 +119,11 @@ pub fn decide(call: &Call, case: &Case, root: &Path) -> Decision {
         Call::ReadFile { path, .. } => check_read(root, path),
         Call::EditFile { path, .. } | Call::WriteFile { path, .. } => check_write(root, path),
         Call::RunTests {} | Call::Finish { .. } => Decision::Allow,
+        // The child it starts is gated call by call (`super::delegate`); here only the question.
+        Call::DelegateReadonly { question, .. } if question.trim().is_empty() => {
+            Decision::Deny("the question is empty; ask what the helper should find out".into())
+        }
+        Call::DelegateReadonly { .. } => Decision::Allow,
         Call::RunCommand { argv } => decide_command(argv, case, root),
     }
 }

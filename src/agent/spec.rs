@@ -30,6 +30,9 @@ pub struct AgentSpec {
     pub compaction: bool,
     pub max_invalid_replies: u32,
     pub explain_denials: bool,
+    /// Budgets of a read-only delegation (`delegation`): what a `delegate_readonly` call gets
+    /// when it names none, and the most it may ask for.
+    pub delegation: DelegationBudgets,
     /// SHA-256 over the spec's files, in a fixed order.
     pub digest: String,
     /// Where it was loaded from; None for the embedded default.
@@ -96,6 +99,21 @@ impl Default for Budgets {
     }
 }
 
+/// A delegation's step and token budgets (`delegation.max_steps`, `delegation.max_tokens`).
+/// The child's tokens count toward the cell, so these bound what one question may cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DelegationBudgets {
+    pub max_steps: u32,
+    /// Input and output tokens of the child's model turns, summed.
+    pub max_tokens: u64,
+}
+
+impl Default for DelegationBudgets {
+    fn default() -> Self {
+        DelegationBudgets { max_steps: 8, max_tokens: 60_000 }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("agent spec {file}: {message}")]
 pub struct SpecError {
@@ -123,6 +141,15 @@ struct RawSpec {
     retry: RawRetry,
     #[serde(default)]
     tool_descriptions: BTreeMap<String, String>,
+    #[serde(default)]
+    delegation: RawDelegation,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDelegation {
+    max_steps: Option<u32>,
+    max_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -307,6 +334,18 @@ fn build(
             err(format!("field `context.mode`: `{m}` is not a context mode; use one of {}", ContextMode::NAMES))
         })?,
     };
+    let dd = DelegationBudgets::default();
+    let delegation = DelegationBudgets {
+        max_steps: raw.delegation.max_steps.unwrap_or(dd.max_steps),
+        max_tokens: raw.delegation.max_tokens.unwrap_or(dd.max_tokens),
+    };
+    if delegation.max_steps == 0 || delegation.max_tokens == 0 {
+        let field = if delegation.max_steps == 0 { "max_steps" } else { "max_tokens" };
+        return Err(err(format!(
+            "field `delegation.{field}`: must be at least 1 (a delegation with no budget can never answer)"
+        )));
+    }
+    // The spec's digest is over its files as written, so these budgets are in it already.
     let mut hasher_input = Vec::new();
     for part in [yaml, &system_prompt, &action_format] {
         hasher_input.extend_from_slice(&(part.len() as u64).to_le_bytes());
@@ -322,6 +361,7 @@ fn build(
         compaction: raw.context.compaction.unwrap_or(true),
         max_invalid_replies: raw.retry.max_invalid_replies.unwrap_or(3).max(1),
         explain_denials: raw.retry.explain_denials.unwrap_or(true),
+        delegation,
         digest: crate::util::sha256_hex(&hasher_input),
         dir,
     })
@@ -412,6 +452,29 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("f.md"), dir.join("alias.md")).unwrap();
         std::fs::write(dir.join("agent.yaml"), "system_prompt_file: alias.md\naction_format_file: ./f.md\n").unwrap();
         assert_eq!(AgentSpec::load(&dir).unwrap().system_prompt, "f");
+    }
+
+    #[test]
+    fn delegation_budgets_default_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s.md"), "s").unwrap();
+        std::fs::write(dir.path().join("f.md"), "f").unwrap();
+        let load = |extra: &str| {
+            std::fs::write(
+                dir.path().join("agent.yaml"),
+                format!("system_prompt_file: s.md\naction_format_file: f.md\n{extra}"),
+            )
+            .unwrap();
+            AgentSpec::load(dir.path()).map_err(|e| e.to_string())
+        };
+        assert_eq!(load("").unwrap().delegation, DelegationBudgets::default());
+        let spec = load("delegation: {max_steps: 3, max_tokens: 500}\n").unwrap();
+        assert_eq!(spec.delegation, DelegationBudgets { max_steps: 3, max_tokens: 500 });
+        assert_ne!(spec.digest, load("").unwrap().digest, "the budgets are part of the spec's digest");
+        let e = load("delegation: {max_steps: 0}\n").unwrap_err();
+        assert!(e.contains("agent.yaml") && e.contains("field `delegation.max_steps`: must be at least 1"), "{e}");
+        let e = load("delegation: {max_step: 3}\n").unwrap_err();
+        assert!(e.contains("max_step"), "{e}");
     }
 
     #[test]

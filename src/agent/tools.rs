@@ -75,6 +75,8 @@ pub async fn execute(call: &Call, case: &Case, root: &Path, sandbox: &Sandbox) -
         }
         Call::RunCommand { argv } => run_command(case, root, argv, sandbox).await,
         Call::Finish { answer } => ToolOutput::ok(format!("finished: {answer}")),
+        // The loop runs a delegation itself (`super::delegate::run`): it needs the model.
+        Call::DelegateReadonly { .. } => ToolOutput::fail("delegate_readonly is run by the agent loop, not here"),
     }
 }
 

@@ -435,7 +435,7 @@ fn validate_case(
     let tool_names = raw
         .allowed_tools
         .or_else(|| defaults.allowed_tools.clone())
-        .unwrap_or_else(|| Tool::all().map(|t| t.as_str().to_string()).collect());
+        .unwrap_or_else(|| Tool::defaults().map(|t| t.as_str().to_string()).collect());
     let mut allowed_tools = Vec::new();
     for name in &tool_names {
         match Tool::parse(name) {

@@ -135,6 +135,13 @@ impl From<Result<ModelReply, ModelError>> for ModelTurn {
 pub trait Provider: Send {
     fn info(&self) -> ModelInfo;
     fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn>;
+
+    /// The provider for the read-only delegation the last reply asked for, when this provider
+    /// decides it: a script's `delegate` step carries its child's steps. `None` (a model): the
+    /// loop takes a fresh provider of the same profile ([`Profile::provider_for`]).
+    fn delegation(&mut self) -> Option<Box<dyn Provider>> {
+        None
+    }
 }
 
 /// A profile: a named way of producing actions, resolved once from the command line.
@@ -239,11 +246,13 @@ impl Profile {
 pub struct QueueProvider {
     info: ModelInfo,
     steps: std::collections::VecDeque<scripted::Step>,
+    /// The steps of the child of the last `delegate` step handed out, until the loop takes them.
+    child: Option<Vec<scripted::Step>>,
 }
 
 impl QueueProvider {
     pub fn new(info: ModelInfo, steps: Vec<scripted::Step>) -> Self {
-        QueueProvider { info, steps: steps.into() }
+        QueueProvider { info, steps: steps.into(), child: None }
     }
 
     fn next(&mut self, request: &ModelRequest) -> Vec<Action> {
@@ -254,6 +263,11 @@ impl QueueProvider {
                 // An empty batch would be a reply with no action; the script check refuses it.
                 Some(scripted::Step::Batch(b)) if !b.batch.is_empty() => return b.batch,
                 Some(scripted::Step::Batch(_)) => {}
+                Some(scripted::Step::Delegate(d)) => {
+                    let action = d.delegate.action();
+                    self.child = Some(d.delegate.steps);
+                    return vec![action];
+                }
                 Some(scripted::Step::Branch(b)) => {
                     for step in b.choose(&request.sections).iter().rev() {
                         self.steps.push_front(step.clone());
@@ -272,5 +286,12 @@ impl Provider for QueueProvider {
     fn next_action<'a>(&'a mut self, request: &'a ModelRequest) -> BoxFuture<'a, ModelTurn> {
         let actions = self.next(request);
         Box::pin(async move { Ok(ModelReply { actions, usage: None, latency_ms: 0 }).into() })
+    }
+
+    /// The child's steps from the `delegate` step, or none (it then finishes at once, as a
+    /// queue does when it runs dry): a scripted `delegate_readonly` action without a
+    /// `delegate` step has a child with nothing to say.
+    fn delegation(&mut self) -> Option<Box<dyn Provider>> {
+        Some(Box::new(QueueProvider::new(self.info.clone(), self.child.take().unwrap_or_default())))
     }
 }

@@ -79,6 +79,7 @@ const TOOL_ALIASES: &[(Tool, &[&str])] = &[
     (Tool::WriteFile, &["write", "create", "create_file", "new_file", "save_file", "writefile"]),
     (Tool::RunTests, &["test", "tests", "run_test", "pytest", "runtests"]),
     (Tool::RunCommand, &["bash", "shell", "sh", "exec", "execute", "run", "command", "run_shell", "execute_command"]),
+    (Tool::DelegateReadonly, &["delegate", "ask_helper", "subagent", "investigate"]),
     (Tool::Finish, &["done", "submit", "stop", "complete", "end", "final_answer", "answer"]),
 ];
 
@@ -107,6 +108,7 @@ fn arg_aliases(tool: Tool) -> &'static [(&'static str, &'static [&'static str])]
         Tool::WriteFile => &[PATH, ("content", &["contents", "text", "data", "body", "code"])],
         Tool::RunTests => &[],
         Tool::RunCommand => &[("argv", &["cmd", "command", "args", "commandline", "command_line"])],
+        Tool::DelegateReadonly => &[("question", &["query", "prompt", "task", "ask"])],
         Tool::Finish => &[("answer", &["result", "message", "summary", "reason", "text", "output", "response"])],
     }
 }

@@ -33,6 +33,21 @@
 //!         - {tool: read_file, args: {path: b.py}}
 //! ```
 //!
+//! A step may also be a read-only delegation: the model asks a `delegate_readonly` question,
+//! and the child loop that answers it (`agent::delegate`) is given `steps` as its own script
+//! (plain actions, batches and branches; the child ends with `finish`, whose `answer` may be a
+//! JSON object with `findings`, `files` and `symbols`):
+//!
+//! ```yaml
+//!     - delegate:
+//!         question: where is the total computed?
+//!         max_steps: 4          # optional, capped by the agent spec's `delegation`
+//!         max_tokens: 20000     # optional, likewise
+//!         steps:
+//!           - {tool: search_code, args: {pattern: total}}
+//!           - {tool: finish, args: {answer: '{"findings": ["calc.py adds"], "files": ["calc.py"]}'}}
+//! ```
+//!
 //! Every action is checked against the tool table when the script loads, as an oracle's are:
 //! a misspelt argument is an error naming the step and field, not a run of failed cells. A
 //! script that stands in for a model that errs marks the malformed action
@@ -57,7 +72,41 @@ use crate::bench::Case;
 pub enum Step {
     Branch(Branch),
     Batch(Batch),
+    Delegate(Delegate),
     Action(Action),
+}
+
+/// A `delegate_readonly` call and the steps of the child that answers it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delegate {
+    pub delegate: Delegation,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delegation {
+    pub question: String,
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// The child's script.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+}
+
+impl Delegation {
+    /// The `delegate_readonly` action the parent's turn asks for.
+    pub fn action(&self) -> Action {
+        let mut args = serde_json::json!({ "question": self.question });
+        for (key, value) in [("max_steps", self.max_steps), ("max_tokens", self.max_tokens)] {
+            if let Some(n) = value {
+                args[key] = n.into();
+            }
+        }
+        Action::new(crate::action::Tool::DelegateReadonly.as_str(), args)
+    }
 }
 
 /// Several actions in one reply.
@@ -209,11 +258,12 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
                         problems.push(format!("field `{at}.batch`: is empty; give it at least one action"))
                     }
                     Some(actions) => {
-                        if let Some(i) =
-                            actions.iter().position(|a| a.get("batch").is_some() || a.get("if_shown").is_some())
+                        if let Some(i) = actions
+                            .iter()
+                            .position(|a| ["batch", "if_shown", "delegate"].iter().any(|k| a.get(k).is_some()))
                         {
                             problems.push(format!(
-                                "field `{at}.batch[{i}]`: a batch holds actions only, not batches or branches"
+                                "field `{at}.batch[{i}]`: a batch holds actions only, not batches, branches or delegations"
                             ));
                         } else {
                             check_steps(&batch["batch"], &format!("{at}.batch"), problems);
@@ -222,6 +272,7 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
                     None => problems.push(format!("field `{at}.batch`: must be a list of actions")),
                 }
             }
+            Some(delegate) if delegate.contains_key("delegate") => check_delegate(delegate, &at, problems),
             Some(action) if action.contains_key(UNCHECKED) => match action.get(UNCHECKED) {
                 // Sent as written: a script standing in for a model that errs.
                 Some(serde_json::Value::Bool(true)) => {}
@@ -234,6 +285,52 @@ fn check_steps(steps: &serde_json::Value, at: &str, problems: &mut Vec<String>) 
             },
             _ => check_action_at(step, &at, problems),
         }
+    }
+}
+
+/// Keys of a `delegate` step's body, as its serde names them.
+const DELEGATION_KEYS: [&str; 4] = ["question", "max_steps", "max_tokens", "steps"];
+
+/// A `delegate` step: a question, optional positive budgets, and the child's steps, which are
+/// checked like any others but may not delegate again (the child cannot; a script that tests
+/// the refusal gives the child a plain `delegate_readonly` action).
+fn check_delegate(step: &serde_json::Map<String, serde_json::Value>, at: &str, problems: &mut Vec<String>) {
+    if let Some(key) = step.keys().find(|k| k.as_str() != "delegate") {
+        problems.push(format!("field `{at}.{key}`: is not a key of a delegation step; it has only `delegate`"));
+    }
+    let at = format!("{at}.delegate");
+    let Some(body) = step["delegate"].as_object() else {
+        problems.push(format!("field `{at}`: must be a mapping with {}", DELEGATION_KEYS.join(", ")));
+        return;
+    };
+    for key in body.keys().filter(|k| !DELEGATION_KEYS.contains(&k.as_str())) {
+        problems
+            .push(format!("field `{at}.{key}`: is not a key of a delegation; it has {}", DELEGATION_KEYS.join(", ")));
+    }
+    match body.get("question").and_then(|q| q.as_str()) {
+        Some(q) if !q.trim().is_empty() => {}
+        _ => problems.push(format!("field `{at}.question`: is missing or empty; say what the child should find out")),
+    }
+    for key in ["max_steps", "max_tokens"] {
+        if let Some(v) = body.get(key)
+            && v.as_u64().is_none_or(|n| n == 0)
+        {
+            problems.push(format!("field `{at}.{key}`: must be a whole number of at least 1, got {v}"));
+        }
+    }
+    match body.get("steps") {
+        None => {}
+        Some(steps) if steps.is_array() => {
+            if let Some(i) = steps.as_array().into_iter().flatten().position(|s| s.get("delegate").is_some()) {
+                problems.push(format!(
+                    "field `{at}.steps[{i}]`: a child cannot delegate again; to test the refusal, give it a plain \
+                     `{{tool: delegate_readonly, args: {{question: ...}}}}` action"
+                ));
+            } else {
+                check_steps(steps, &format!("{at}.steps"), problems);
+            }
+        }
+        Some(_) => problems.push(format!("field `{at}.steps`: must be a list of the child's steps")),
     }
 }
 
@@ -307,6 +404,42 @@ mod tests {
         assert!(e.contains("field `default[0].then`: is not a key of a batch"), "{e}");
         let e = load("default: [{batch: [{batch: [{tool: finish}]}]}]\n").unwrap_err();
         assert!(e.contains("actions only"), "{e}");
+    }
+
+    #[test]
+    fn a_delegate_step_holds_the_childs_steps_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.yaml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Script::load(&file).map_err(|e| e.to_string())
+        };
+        let script = load(
+            "default:\n  - delegate:\n      question: where?\n      max_steps: 2\n      steps:\n        - {tool: read_file, args: {path: a.py}}\n        - {tool: finish, args: {answer: here}}\n",
+        )
+        .unwrap();
+        let Step::Delegate(d) = &script.default[0] else { panic!("{:?}", script.default[0]) };
+        assert_eq!(d.delegate.steps.len(), 2);
+        assert_eq!(
+            d.delegate.action(),
+            Action::new("delegate_readonly", serde_json::json!({"question": "where?", "max_steps": 2}))
+        );
+        let e = load("default: [{delegate: {question: x, steps: [{tool: read_file, args: {pth: a}}]}}]\n").unwrap_err();
+        assert!(e.contains("s.yaml") && e.contains("field `default[0].delegate.steps[0].args.pth`"), "{e}");
+        let e = load("default: [{delegate: {question: '', max_steps: 0, budget: 3}}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].delegate.question`: is missing or empty"), "{e}");
+        assert!(e.contains("field `default[0].delegate.max_steps`: must be a whole number of at least 1"), "{e}");
+        assert!(e.contains("field `default[0].delegate.budget`: is not a key of a delegation"), "{e}");
+        let e = load("default: [{delegate: {question: x, steps: [{delegate: {question: y}}]}}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].delegate.steps[0]`: a child cannot delegate again"), "{e}");
+        let e = load("default: [{batch: [{delegate: {question: x}}]}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].batch[0]`: a batch holds actions only"), "{e}");
+        let e = load("default: [{delegate: {question: x}, then: []}]\n").unwrap_err();
+        assert!(e.contains("field `default[0].then`: is not a key of a delegation step"), "{e}");
+        // A plain delegate_readonly action for the child is fine: the loop refuses it at run time.
+        let ok =
+            load("default: [{delegate: {question: x, steps: [{tool: delegate_readonly, args: {question: why}}]}}]\n");
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

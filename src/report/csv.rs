@@ -33,6 +33,10 @@ const HEADER: &[&str] = &[
     "wall_ms",
     "stop_reason",
     "reason",
+    "delegations",
+    "delegation_steps",
+    "delegation_tokens",
+    "delegation_cost_usd",
 ];
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -77,6 +81,10 @@ impl Exporter for Csv {
                 c.wall_ms.to_string(),
                 c.stop_reason.clone(),
                 c.reason.clone(),
+                c.delegations.to_string(),
+                c.delegation_steps.to_string(),
+                (c.delegation_input_tokens + c.delegation_output_tokens).to_string(),
+                opt(c.delegation_cost_usd()),
             ])
             .map_err(err)?;
         }

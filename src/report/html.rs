@@ -653,6 +653,18 @@ fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> 
     if !c.files_modified.is_empty() {
         facts.push(Fact { name: "files modified", value: c.files_modified.join(", ") });
     }
+    if c.delegations > 0 {
+        let failed =
+            if c.delegations_failed > 0 { format!(", {} failed", c.delegations_failed) } else { String::new() };
+        let cost = c.delegation_cost_usd().map(|d| format!(", ${d:.4}")).unwrap_or_default();
+        let value = format!(
+            "{} answered{failed}, {} step(s), {} tokens{cost}",
+            c.delegations - c.delegations_failed,
+            c.delegation_steps,
+            thousands(c.delegation_input_tokens + c.delegation_output_tokens)
+        );
+        facts.push(Fact { name: "delegations", value });
+    }
     if c.truncated {
         facts.push(Fact { name: "trace", value: "cut mid-line; the last partial event was dropped".into() });
     }

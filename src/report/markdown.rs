@@ -85,6 +85,9 @@ pub fn render(report: &MatrixReport) -> String {
     let _ = writeln!(o, "## Summary\n");
     summary(&mut o, report);
     let _ = writeln!(o, "**Power:** {}.\n", report.power.sentence());
+    if let Some(line) = delegations_line(&report.cells) {
+        let _ = writeln!(o, "{line}\n");
+    }
 
     if !report.comparisons.is_empty() {
         let _ = writeln!(o, "## Comparisons (paired, on the cases both profiles measured)\n");
@@ -149,6 +152,28 @@ pub fn render(report: &MatrixReport) -> String {
     not_passed(&mut o, report, budget);
     o.push_str(&notes);
     o
+}
+
+/// One line on the read-only delegations of the run, when there were any: how many, in how
+/// many cells, and what they cost (already inside each profile's cost).
+fn delegations_line(cells: &[crate::replay::CellSummary]) -> Option<String> {
+    let with: Vec<_> = cells.iter().filter(|c| c.delegations > 0).collect();
+    if with.is_empty() {
+        return None;
+    }
+    let total: u32 = with.iter().map(|c| c.delegations).sum();
+    let failed: u32 = with.iter().map(|c| c.delegations_failed).sum();
+    let steps: u32 = with.iter().map(|c| c.delegation_steps).sum();
+    let costs: Vec<f64> = with.iter().filter_map(|c| c.delegation_cost_usd()).collect();
+    let cost = if costs.is_empty() {
+        String::new()
+    } else {
+        format!(", costing ${:.4} (inside the cost above)", costs.iter().sum::<f64>())
+    };
+    Some(format!(
+        "Read-only delegations: {total} in {} cell(s), {failed} without an answer, {steps} step(s){cost}; per cell in report.html, report.json and cells.csv.",
+        with.len()
+    ))
 }
 
 /// The summary table: the decisive columns only (steps, tool calls, denials, invalid actions,

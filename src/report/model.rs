@@ -555,12 +555,52 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: Some(*outcome == Outcome::Passed),
             },
+            EventBody::DelegationStarted { step, id, question, max_steps, max_tokens, trace } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "delegation_started".into(),
+                title: format!("delegation {id}: {max_steps} step(s), {max_tokens} tokens"),
+                detail: format!("{}\n(the helper's trace: {trace})", clip(question)),
+                diff: None,
+                ok: None,
+            },
+            EventBody::DelegationCompleted { step, id, spent } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "delegation_completed".into(),
+                title: format!("delegation {id} answered: {}", delegation_spent(spent)),
+                detail: String::new(),
+                diff: None,
+                ok: Some(true),
+            },
+            EventBody::DelegationFailed { step, id, message, spent, .. } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "delegation_failed".into(),
+                title: format!("delegation {id} failed: {}", delegation_spent(spent)),
+                detail: clip(message),
+                diff: None,
+                ok: Some(false),
+            },
         };
         entries.push(entry);
     }
     let omitted = entries.len().saturating_sub(TIMELINE_LIMIT);
     entries.truncate(TIMELINE_LIMIT);
     Timeline { cell_id: cell_id.to_string(), entries, omitted }
+}
+
+/// What a delegation spent and returned, in a timeline title.
+fn delegation_spent(d: &crate::trace::event::Delegated) -> String {
+    let cost = d.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    format!(
+        "{} step(s), {} tokens{cost}, {} finding(s), {} file(s), {} refused call(s)",
+        d.steps,
+        d.input_tokens + d.output_tokens,
+        d.findings,
+        d.files,
+        d.refusals
+    )
 }
 
 #[cfg(test)]

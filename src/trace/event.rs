@@ -96,6 +96,12 @@ event_kinds! {
     VerifierResult = "verifier_result",
     /// Last event of a complete trace: the outcome.
     RunFinished = "run_finished",
+    /// A read-only delegation began: its question, budgets and the child's own trace.
+    DelegationStarted = "delegation_started",
+    /// A read-only delegation answered: what it spent and the size of its evidence.
+    DelegationCompleted = "delegation_completed",
+    /// A read-only delegation ended without an answer: why, what it spent and what it gathered.
+    DelegationFailed = "delegation_failed",
 }
 
 fn one() -> u32 {
@@ -412,6 +418,64 @@ pub enum EventBody {
         reason: String,
         elapsed_ms: u64,
     },
+    /// The agent called `delegate_readonly`: a child loop with read-only tools starts, with its
+    /// own budgets and its own trace (`agent::delegate`).
+    DelegationStarted {
+        step: u32,
+        /// 1-based number of the delegation in the cell.
+        id: u32,
+        question: String,
+        /// The child's budgets after the agent spec's caps.
+        max_steps: u32,
+        max_tokens: u64,
+        /// The child's trace, relative to the cell directory (`delegations/<id>/trace.jsonl`).
+        trace: String,
+    },
+    /// The child finished with an answer; its evidence is the call's result.
+    DelegationCompleted {
+        step: u32,
+        id: u32,
+        #[serde(flatten)]
+        spent: Delegated,
+    },
+    /// The child ended without an answer; the call fails, carrying the evidence gathered.
+    DelegationFailed {
+        step: u32,
+        id: u32,
+        /// `out_of_steps`, `out_of_tokens`, `model_error`, `invalid_replies` or `trace_error`.
+        reason: String,
+        /// One sentence for people.
+        message: String,
+        #[serde(flatten)]
+        spent: Delegated,
+    },
+}
+
+/// What a delegation spent and returned, in `delegation_completed` and `delegation_failed`.
+/// Its tokens count toward the cell's (the summary adds them to the cell's input and output
+/// tokens), so the cell's cost and the run's `--budget-usd` include every delegation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Delegated {
+    /// The child's model turns.
+    pub steps: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// At the profile's prices; absent when it states none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Calls the child made that the gate refused (a write, a command, another delegation).
+    #[serde(default)]
+    pub refusals: u32,
+    /// Entries of the evidence returned to the agent.
+    #[serde(default)]
+    pub files: u32,
+    #[serde(default)]
+    pub symbols: u32,
+    #[serde(default)]
+    pub findings: u32,
+    /// Bytes of the evidence as the agent received it.
+    #[serde(default)]
+    pub evidence_bytes: u64,
 }
 
 impl EventBody {
@@ -434,6 +498,9 @@ impl EventBody {
             EventBody::TestResult { .. } => EventKind::TestResult,
             EventBody::VerifierResult { .. } => EventKind::VerifierResult,
             EventBody::RunFinished { .. } => EventKind::RunFinished,
+            EventBody::DelegationStarted { .. } => EventKind::DelegationStarted,
+            EventBody::DelegationCompleted { .. } => EventKind::DelegationCompleted,
+            EventBody::DelegationFailed { .. } => EventKind::DelegationFailed,
         }
     }
 }

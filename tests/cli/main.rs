@@ -9,6 +9,7 @@ mod bench;
 mod byo;
 mod context;
 mod conventions;
+mod delegate;
 mod exit_policy;
 mod exploits;
 mod gate;
