@@ -30,6 +30,8 @@ pub struct AgentSpec {
     pub compaction: bool,
     pub max_invalid_replies: u32,
     pub explain_denials: bool,
+    /// Commands run before and after tool calls (`hooks:`, [`super::hooks`]).
+    pub hooks: super::hooks::HookSet,
     /// SHA-256 over the spec's files, in a fixed order.
     pub digest: String,
     /// Where it was loaded from; None for the embedded default.
@@ -123,6 +125,8 @@ struct RawSpec {
     retry: RawRetry,
     #[serde(default)]
     tool_descriptions: BTreeMap<String, String>,
+    #[serde(default)]
+    hooks: super::hooks::RawHooks,
 }
 
 #[derive(Deserialize, Default)]
@@ -307,8 +311,12 @@ fn build(
             err(format!("field `context.mode`: `{m}` is not a context mode; use one of {}", ContextMode::NAMES))
         })?,
     };
+    let hooks = super::hooks::parse(raw.hooks, &read).map_err(err)?;
     let mut hasher_input = Vec::new();
-    for part in [yaml, &system_prompt, &action_format] {
+    // The files hooks name follow, by path: a changed hook script is a changed spec. A spec
+    // without hooks hashes exactly as before hooks existed.
+    let hook_files = hooks.files.iter().flat_map(|(path, text)| [path.as_str(), text.as_str()]);
+    for part in [yaml, &system_prompt, &action_format].into_iter().chain(hook_files) {
         hasher_input.extend_from_slice(&(part.len() as u64).to_le_bytes());
         hasher_input.extend_from_slice(part.as_bytes());
     }
@@ -322,6 +330,7 @@ fn build(
         compaction: raw.context.compaction.unwrap_or(true),
         max_invalid_replies: raw.retry.max_invalid_replies.unwrap_or(3).max(1),
         explain_denials: raw.retry.explain_denials.unwrap_or(true),
+        hooks,
         digest: crate::util::sha256_hex(&hasher_input),
         dir,
     })

@@ -96,6 +96,8 @@ event_kinds! {
     VerifierResult = "verifier_result",
     /// Last event of a complete trace: the outcome.
     RunFinished = "run_finished",
+    /// A tool hook of the agent spec ran: what it decided about one call.
+    HookDecision = "hook_decision",
 }
 
 fn one() -> u32 {
@@ -412,6 +414,32 @@ pub enum EventBody {
         reason: String,
         elapsed_ms: u64,
     },
+    /// One run of a tool hook (`hooks:` of the agent spec, docs/formats.md "Hooks"). A pre
+    /// hook's event follows its call's `policy_decision`; a post hook's comes before its call's
+    /// `tool_result`, which carries the hook's note.
+    HookDecision {
+        step: u32,
+        /// The hook's name in the spec.
+        hook: String,
+        /// `pre` or `post`.
+        phase: String,
+        tool: String,
+        /// `allow`, `deny`, `rewrite` (pre), `annotate` (post) or `error` (the hook failed).
+        decision: String,
+        /// The deny reason, the note, or why the hook failed; empty for `allow` and `rewrite`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+        /// The arguments a `rewrite` gave the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        args: Option<Value>,
+        /// Set when the policy refused the rewritten call: its reason (counted as a policy denial).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy_denied: Option<String>,
+        duration_ms: u64,
+        /// The call's place in its reply, as on its `model_action`; absent for one call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
+    },
 }
 
 impl EventBody {
@@ -434,6 +462,7 @@ impl EventBody {
             EventBody::TestResult { .. } => EventKind::TestResult,
             EventBody::VerifierResult { .. } => EventKind::VerifierResult,
             EventBody::RunFinished { .. } => EventKind::RunFinished,
+            EventBody::HookDecision { .. } => EventKind::HookDecision,
         }
     }
 }
