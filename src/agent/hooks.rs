@@ -236,7 +236,10 @@ impl Files {
     /// (read-only inside, bound by every command of the cell, so the cell's one sandbox serves
     /// hooks too); otherwise into a folder of their own, bound read-only.
     fn get(&self, set: &HookSet, sandbox: &Sandbox) -> Result<&Laid, String> {
-        self.laid.get_or_init(|| lay_down(set, sandbox).map_err(|e| format!("cannot lay down the hook files: {e}"))).as_ref().map_err(Clone::clone)
+        self.laid
+            .get_or_init(|| lay_down(set, sandbox).map_err(|e| format!("cannot lay down the hook files: {e}")))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -357,11 +360,8 @@ async fn run(cell: &Cell<'_>, hook: &Hook, phase: &str, input: &Value) -> Result
     let out = process::run(&cmd).await.map_err(|e| format!("cannot start `{}`: {e}", hook.command[0]))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stderr = stderr.trim();
-    let said = if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(" (stderr: {})", crate::util::cut_words(stderr, 300))
-    };
+    let said =
+        if stderr.is_empty() { String::new() } else { format!(" (stderr: {})", crate::util::cut_words(stderr, 300)) };
     if out.timed_out {
         return Err(format!(
             "did not answer within its timeout of {}s and was killed{said}",
@@ -379,9 +379,22 @@ async fn run(cell: &Cell<'_>, hook: &Hook, phase: &str, input: &Value) -> Result
     String::from_utf8(out.stdout).map_err(|_| "printed bytes that are not UTF-8; an answer is one JSON object".into())
 }
 
-/// The arguments of a typed call, defaults filled in: what a hook reads and what ran.
+/// The arguments of a typed call, defaults filled in and unset options left out: what a hook
+/// reads and what ran.
 fn args_of(call: &Call) -> Value {
-    serde_json::to_value(call).ok().and_then(|mut v| v.get_mut("args").map(Value::take)).unwrap_or(Value::Null)
+    let mut args =
+        serde_json::to_value(call).ok().and_then(|mut v| v.get_mut("args").map(Value::take)).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut args {
+        map.retain(|_, v| !v.is_null());
+    }
+    args
+}
+
+/// A batched call's input says where the call sits in its reply; a lone call's has no `batch`.
+fn with_batch(input: &mut Value, batch: Option<crate::trace::event::Batch>) {
+    if let Some(b) = batch {
+        input["batch"] = json!(b);
+    }
 }
 
 fn bounded(text: &str, limit: usize) -> String {
@@ -424,7 +437,7 @@ impl Turn<'_, '_> {
         // A rewrite changes the arguments, never the tool.
         let tool = call.tool();
         for hook in spec.hooks.pre.iter().filter(|h| h.applies(tool)) {
-            let input = json!({
+            let mut input = json!({
                 "phase": "pre",
                 "hook": hook.name,
                 "tool": tool.as_str(),
@@ -432,8 +445,8 @@ impl Turn<'_, '_> {
                 "step": self.step,
                 "case": case.id,
                 "workspace": cell.ws,
-                "batch": self.batch(i),
             });
+            with_batch(&mut input, self.batch(i));
             let started = Instant::now();
             let answer = run(cell, hook, "pre", &input).await.and_then(|out| parse_pre(&out));
             let traced = |decision, reason: String| Traced {
@@ -471,7 +484,12 @@ impl Turn<'_, '_> {
                         }
                         Ok(rewritten) => match policy::decide(&rewritten, case, cell.ws) {
                             Decision::Allow => {
-                                self.trace_hook(rec, i, tool, Traced { args: Some(args), ..traced("rewrite", String::new()) })?;
+                                self.trace_hook(
+                                    rec,
+                                    i,
+                                    tool,
+                                    Traced { args: Some(args), ..traced("rewrite", String::new()) },
+                                )?;
                                 call = rewritten;
                             }
                             Decision::Deny(reason) => {
@@ -522,7 +540,7 @@ impl Turn<'_, '_> {
             note.push_str(&format!("\n[a pre hook rewrote the arguments; the call ran with {args}]"));
         }
         for hook in spec.hooks.post.iter().filter(|h| h.applies(call.tool())) {
-            let input = json!({
+            let mut input = json!({
                 "phase": "post",
                 "hook": hook.name,
                 "tool": call.tool().as_str(),
@@ -534,8 +552,8 @@ impl Turn<'_, '_> {
                 "step": self.step,
                 "case": case.id,
                 "workspace": cell.ws,
-                "batch": self.batch(i),
             });
+            with_batch(&mut input, self.batch(i));
             let started = Instant::now();
             let answer = run(cell, hook, "post", &input).await.and_then(|o| parse_post(&o));
             let (decision, reason) = match answer {
@@ -588,10 +606,19 @@ mod tests {
             ("pre:\n  - {name: a, command: []}\n", "field `hooks.pre[0].command`: is empty"),
             ("pre:\n  - {name: a, command: ''}\n", "field `hooks.pre[0].command`"),
             ("pre:\n  - {name: a, command: 'sh x.sh'}\n", "give the program and its arguments as a list"),
-            ("post:\n  - {name: a, command: [sh], timeout_s: 0}\n", "field `hooks.post[0].timeout_s`: 0 is out of range"),
+            (
+                "post:\n  - {name: a, command: [sh], timeout_s: 0}\n",
+                "field `hooks.post[0].timeout_s`: 0 is out of range",
+            ),
             ("post:\n  - {name: a, command: [sh], timeout_s: 999}\n", "from 0.1 to 120"),
-            ("pre:\n  - {name: a, command: [sh], tools: [read_fiel]}\n", "`read_fiel` is not a tool; did you mean `read_file`?"),
-            ("pre:\n  - {name: a, command: [sh]}\npost:\n  - {name: a, command: [sh]}\n", "`a` is already the name of `hooks.pre[0]`"),
+            (
+                "pre:\n  - {name: a, command: [sh], tools: [read_fiel]}\n",
+                "`read_fiel` is not a tool; did you mean `read_file`?",
+            ),
+            (
+                "pre:\n  - {name: a, command: [sh]}\npost:\n  - {name: a, command: [sh]}\n",
+                "`a` is already the name of `hooks.pre[0]`",
+            ),
             ("pre:\n  - {name: 'a b', command: [sh]}\n", "field `hooks.pre[0].name`"),
             ("pre:\n  - {name: a, command: [sh, 'x{agent}/y']}\n", "field `hooks.pre[0].command[1]`"),
             ("pre:\n  - {name: a, command: [sh, '{agent}/missing.sh']}\n", "cannot read missing.sh"),
@@ -602,6 +629,43 @@ mod tests {
         }
         let e = parse_yaml("pre:\n  - {name: a, comand: [sh]}\n", &[]).unwrap_err();
         assert!(e.contains("comand"), "{e}");
+    }
+
+    #[test]
+    fn hooks_and_the_files_they_name_are_in_the_spec_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("s.md"), "s").unwrap();
+        std::fs::write(d.join("f.md"), "f").unwrap();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        std::fs::write(d.join("hooks/g.sh"), "echo '{\"decision\":\"allow\"}'\n").unwrap();
+        let base = "system_prompt_file: s.md\naction_format_file: f.md\n";
+        std::fs::write(d.join("agent.yaml"), base).unwrap();
+        let without = crate::agent::spec::AgentSpec::load(d).unwrap();
+        assert!(without.hooks.is_empty());
+        std::fs::write(
+            d.join("agent.yaml"),
+            format!("{base}hooks:\n  pre: [{{name: g, command: [sh, '{{agent}}/hooks/g.sh']}}]\n"),
+        )
+        .unwrap();
+        let with = crate::agent::spec::AgentSpec::load(d).unwrap();
+        assert_eq!(with.hooks.pre.len(), 1);
+        assert_ne!(with.digest, without.digest, "adding a hook changes the spec");
+        std::fs::write(d.join("hooks/g.sh"), "echo '{\"decision\":\"deny\",\"reason\":\"no\"}'\n").unwrap();
+        let edited = crate::agent::spec::AgentSpec::load(d).unwrap();
+        assert_ne!(edited.digest, with.digest, "editing a hook's script changes the spec");
+        std::fs::write(
+            d.join("agent.yaml"),
+            format!("{base}hooks:\n  pre: [{{name: g, command: [sh, '{{agent}}/../g.sh']}}]\n"),
+        )
+        .unwrap();
+        let e = crate::agent::spec::AgentSpec::load(d).unwrap_err().to_string();
+        assert!(
+            e.contains("agent.yaml")
+                && e.contains("hooks.pre[0].command[1]")
+                && e.contains("leaves the agent directory"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -641,5 +705,7 @@ mod tests {
     fn a_call_s_arguments_come_with_their_defaults() {
         let call = Call::from_action(&Action::new("list_files", json!({}))).unwrap();
         assert_eq!(args_of(&call), json!({"path": ".", "max_depth": 4}));
+        let call = Call::from_action(&Action::new("read_file", json!({"path": "a.py"}))).unwrap();
+        assert_eq!(args_of(&call), json!({"path": "a.py"}), "unset options are left out");
     }
 }
