@@ -557,6 +557,8 @@ impl Turn<'_, '_> {
     }
 
     /// Records the result of a call that ran, and what it changed in the loop's state.
+    // One argument per thing the result is made of; a struct for one call site would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         rec: &mut Recorder,
@@ -661,6 +663,7 @@ fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str, batch: Op
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn emit_result(
     rec: &mut Recorder,
     step: u32,

@@ -349,7 +349,7 @@ pub enum EventBody {
     },
     PolicyRetry {
         step: u32,
-        /// `denied`, `invalid_action` or `unparseable`.
+        /// `denied`, `invalid_action`, `unparseable`, or `hook_denied` / `hook_error` (a pre hook).
         cause: String,
         /// The corrective message the model is shown.
         message: String,
