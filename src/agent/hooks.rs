@@ -166,6 +166,8 @@ fn check(
     }
     let command = match h.command {
         RawCommand::Argv(argv) => argv,
+        // An empty string is an empty command, said as such below.
+        RawCommand::Line(line) if line.trim().is_empty() => Vec::new(),
         RawCommand::Line(line) => {
             return Err(format!(
                 "field `{at}.command`: `{line}` is one string; give the program and its arguments as a list, \
@@ -604,7 +606,7 @@ mod tests {
     fn bad_configs_name_the_field_and_the_fix() {
         let cases = [
             ("pre:\n  - {name: a, command: []}\n", "field `hooks.pre[0].command`: is empty"),
-            ("pre:\n  - {name: a, command: ''}\n", "field `hooks.pre[0].command`"),
+            ("pre:\n  - {name: a, command: ''}\n", "field `hooks.pre[0].command`: is empty"),
             ("pre:\n  - {name: a, command: 'sh x.sh'}\n", "give the program and its arguments as a list"),
             (
                 "post:\n  - {name: a, command: [sh], timeout_s: 0}\n",
@@ -627,6 +629,9 @@ mod tests {
             let e = parse_yaml(yaml, &[]).unwrap_err();
             assert!(e.contains(needle), "{yaml}: {e}");
         }
+        let many: String = (0..=MAX_HOOKS).map(|i| format!("  - {{name: h{i}, command: [sh]}}\n")).collect();
+        let e = parse_yaml(&format!("post:\n{many}"), &[]).unwrap_err();
+        assert!(e.contains("field `hooks.post`: 17 hooks; at most 16"), "{e}");
         let e = parse_yaml("pre:\n  - {name: a, comand: [sh]}\n", &[]).unwrap_err();
         assert!(e.contains("comand"), "{e}");
     }

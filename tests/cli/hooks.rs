@@ -33,15 +33,31 @@ fn agent(s: &Scratch, hooks: &str, scripts: &[(&str, &str)]) -> PathBuf {
 /// its trace's events (payload fields beside the envelope's), the run directory and the time
 /// the run took.
 fn run(s: &Scratch, agent: &Path, script: &str) -> (Value, Vec<Value>, PathBuf, Duration) {
+    run_in(s, agent, script, "bubblewrap")
+}
+
+/// [`run`] with `--sandbox sandbox`.
+fn run_in(s: &Scratch, agent: &Path, script: &str, sandbox: &str) -> (Value, Vec<Value>, PathBuf, Duration) {
     let file = s.path().join("script.yaml");
     std::fs::write(&file, script).unwrap();
-    let run_dir = s.path().join("run");
+    let run_dir = s.path().join(format!("run-{sandbox}"));
     let started = Instant::now();
     let out = Test::new()
         .root(s.path())
         .args(&["--agent"])
         .arg_path(agent)
-        .args(&["run", "--benchmark", "demo", "--profile", "scripted", "--format", "json", "--script"])
+        .args(&[
+            "--sandbox",
+            sandbox,
+            "run",
+            "--benchmark",
+            "demo",
+            "--profile",
+            "scripted",
+            "--format",
+            "json",
+            "--script",
+        ])
         .arg_path(&file)
         .args(&["--out"])
         .arg_path(&run_dir)
@@ -185,20 +201,23 @@ fn a_hook_that_hangs_is_killed_at_its_timeout_and_the_cell_goes_on() {
         - {tool: read_file, args: {path: calc.py}}\n\
         - {tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}\n\
         - {tool: finish, args: {answer: fixed}}\n";
-    let (cell, ev, run_dir, took) = run(&s, &agent, script);
-    assert_eq!(cell["outcome"], "passed", "the cell went on after the hook failed: {}", cell["reason"]);
-    assert_eq!(cell["hook_errors"], 1);
-    assert!(took < Duration::from_secs(30), "nothing waited for the 60 s sleeps: {took:?}");
-    let error = ev.iter().find(|e| e["kind"] == "hook_decision").unwrap();
-    assert_eq!(error["decision"], "error");
-    assert!(error["reason"].as_str().unwrap().contains("did not answer within its timeout of 1s and was killed"));
-    let ms = error["duration_ms"].as_u64().unwrap();
-    assert!((1000..4000).contains(&ms), "killed at the timeout (plus the grace period): {ms} ms");
-    let result = result_of(&ev, 1);
-    assert_eq!((result["denied"].as_bool(), result["ok"].as_bool()), (Some(true), Some(false)));
-    let told = result["output"].as_str().unwrap();
-    assert!(told.contains("pre hook `stuck` failed") && told.contains("The call did not run"), "{told}");
-    assert_replay_agrees(&run_dir, &cell);
+    // In the cell's supervised sandbox, and without one (where hcbench kills the group itself).
+    for sandbox in ["bubblewrap", "none"] {
+        let (cell, ev, run_dir, took) = run_in(&s, &agent, script, sandbox);
+        assert_eq!(cell["outcome"], "passed", "the cell went on after the hook failed: {}", cell["reason"]);
+        assert_eq!(cell["hook_errors"], 1);
+        assert!(took < Duration::from_secs(30), "nothing waited for the 60 s sleeps: {took:?}");
+        let error = ev.iter().find(|e| e["kind"] == "hook_decision").unwrap();
+        assert_eq!(error["decision"], "error");
+        assert!(error["reason"].as_str().unwrap().contains("did not answer within its timeout of 1s and was killed"));
+        let ms = error["duration_ms"].as_u64().unwrap();
+        assert!((1000..4000).contains(&ms), "killed at the timeout (plus the grace period): {ms} ms");
+        let result = result_of(&ev, 1);
+        assert_eq!((result["denied"].as_bool(), result["ok"].as_bool()), (Some(true), Some(false)));
+        let told = result["output"].as_str().unwrap();
+        assert!(told.contains("pre hook `stuck` failed") && told.contains("The call did not run"), "{told}");
+        assert_replay_agrees(&run_dir, &cell);
+    }
 }
 
 #[test]
@@ -254,6 +273,22 @@ fn bad_hook_configs_exit_2_naming_the_file_and_the_field() {
         ),
         ("  post:\n    - {name: a, command: [sh, '{agent}/hooks/missing.sh']}\n", "field `hooks.post[0].command[1]`"),
         ("  pre:\n    - {name: a, command: [sh], timeout: 3}\n", "timeout"),
+        (
+            "  pre:\n    - {name: a, command: 'sh guard.sh'}\n",
+            "field `hooks.pre[0].command`: `sh guard.sh` is one string; give the program and its arguments as a list",
+        ),
+        (
+            "  pre:\n    - {name: a, command: [sh]}\n  post:\n    - {name: a, command: [sh]}\n",
+            "field `hooks.post[0].name`: `a` is already the name of `hooks.pre[0]`",
+        ),
+        (
+            "  pre:\n    - {name: 'no secrets', command: [sh]}\n",
+            "field `hooks.pre[0].name`: `no secrets` is not a hook name",
+        ),
+        (
+            "  pre:\n    - {name: a, command: [sh, '--dir={agent}/x']}\n",
+            "field `hooks.pre[0].command[1]`: `--dir={agent}/x`: `{agent}` may only begin an argument",
+        ),
     ] {
         let agent = agent(&s, hooks, &[]);
         let out = Test::new()
