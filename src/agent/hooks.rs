@@ -109,18 +109,12 @@ pub(super) struct RawHooks {
 #[serde(deny_unknown_fields)]
 struct RawHook {
     name: String,
-    command: RawCommand,
+    /// Read as any YAML value, so that `[sleep, 60]` (a number) and a single string get a
+    /// message of their own rather than serde's "did not match any variant".
+    command: Value,
     #[serde(default)]
     tools: Vec<String>,
     timeout_s: Option<f64>,
-}
-
-/// A command is an argv list; a single string is read only to say so.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawCommand {
-    Argv(Vec<String>),
-    Line(String),
 }
 
 /// Checks `hooks:` and reads the files its commands name (with `read`, which keeps them inside
@@ -165,13 +159,36 @@ fn check(
         ));
     }
     let command = match h.command {
-        RawCommand::Argv(argv) => argv,
+        Value::Array(words) => {
+            let mut argv = Vec::with_capacity(words.len());
+            for (k, w) in words.into_iter().enumerate() {
+                // YAML reads `60` and `true` as a number and a boolean: as words they are text.
+                argv.push(match w {
+                    Value::String(s) => s,
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        return Err(format!(
+                            "field `{at}.command[{k}]`: {other} is not a word of a command; give a string"
+                        ));
+                    }
+                });
+            }
+            argv
+        }
         // An empty string is an empty command, said as such below.
-        RawCommand::Line(line) if line.trim().is_empty() => Vec::new(),
-        RawCommand::Line(line) => {
+        Value::String(line) if line.trim().is_empty() => Vec::new(),
+        Value::Null => Vec::new(),
+        Value::String(line) => {
             return Err(format!(
                 "field `{at}.command`: `{line}` is one string; give the program and its arguments as a list, \
                  e.g. [sh, \"{AGENT_PLACEHOLDER}/hooks/guard.sh\"] (hooks run without a shell)"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "field `{at}.command`: {other} is not a command; give the program and its arguments as a list, \
+                 e.g. [sh, \"{AGENT_PLACEHOLDER}/hooks/guard.sh\"]"
             ));
         }
     };
@@ -600,6 +617,12 @@ mod tests {
         assert_eq!(set.post[0].timeout, Duration::from_secs_f64(DEFAULT_TIMEOUT_S));
         assert!(set.post[0].applies(Tool::EditFile) && !set.pre[0].applies(Tool::EditFile));
         assert_eq!(set.files.keys().collect::<Vec<_>>(), ["hooks/guard.sh"]);
+        let set =
+            parse_yaml("pre:\n  - {name: s, command: [sleep, 60]}\n  - {name: t, command: [true]}\n", &[]).unwrap();
+        assert_eq!(
+            (set.pre[0].command.clone(), set.pre[1].command.clone()),
+            (vec!["sleep".to_string(), "60".into()], vec!["true".to_string()])
+        );
     }
 
     #[test]
@@ -608,6 +631,11 @@ mod tests {
             ("pre:\n  - {name: a, command: []}\n", "field `hooks.pre[0].command`: is empty"),
             ("pre:\n  - {name: a, command: ''}\n", "field `hooks.pre[0].command`: is empty"),
             ("pre:\n  - {name: a, command: 'sh x.sh'}\n", "give the program and its arguments as a list"),
+            (
+                "pre:\n  - {name: a, command: {sh: x}}\n",
+                "field `hooks.pre[0].command`: {\"sh\":\"x\"} is not a command",
+            ),
+            ("pre:\n  - {name: a, command: [sh, [x]]}\n", "field `hooks.pre[0].command[1]`: [\"x\"] is not a word"),
             (
                 "post:\n  - {name: a, command: [sh], timeout_s: 0}\n",
                 "field `hooks.post[0].timeout_s`: 0 is out of range",
