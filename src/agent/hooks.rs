@@ -490,7 +490,12 @@ impl Turn<'_, '_> {
                 Ok(PreAnswer::Deny(reason)) => {
                     let reason = bounded(&reason, REASON_LIMIT);
                     self.trace_hook(rec, i, tool, traced("deny", reason.clone()))?;
-                    let text = format!("denied by hook `{}`: {reason}. Choose an action the hook allows.", hook.name);
+                    // As with the policy's denials, `no_policy_retry` leaves out the reason and the hint.
+                    let text = if spec.explain_denials {
+                        format!("denied by hook `{}`: {reason}. Choose an action the hook allows.", hook.name)
+                    } else {
+                        format!("denied by hook `{}`", hook.name)
+                    };
                     return Ok(Gate::Refused { text, cause: "hook_denied" });
                 }
                 Ok(PreAnswer::Rewrite(args)) => {

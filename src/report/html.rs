@@ -653,6 +653,13 @@ fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> 
     if !c.files_modified.is_empty() {
         facts.push(Fact { name: "files modified", value: c.files_modified.join(", ") });
     }
+    // Only cells whose agent spec has tool hooks that refused or failed: the others have none.
+    if c.hook_denials + c.hook_errors > 0 {
+        facts.push(Fact {
+            name: "hooks",
+            value: format!("{} denied, {} failed (hook_decision)", c.hook_denials, c.hook_errors),
+        });
+    }
     if c.truncated {
         facts.push(Fact { name: "trace", value: "cut mid-line; the last partial event was dropped".into() });
     }
