@@ -210,7 +210,12 @@ fn check(
                 ));
             }
         };
-        let text = read(rel).map_err(|m| format!("field `{at}.command[{k}]`: {m}"))?;
+        let text = read(rel).map_err(|m| {
+            format!(
+                "field `{at}.command[{k}]`: {m} (an argument `{AGENT_PLACEHOLDER}/<path>` names a file of the agent \
+                 directory: put the script there, or fix the path)"
+            )
+        })?;
         files.insert(rel.to_string(), text);
     }
     let mut tools = Vec::new();

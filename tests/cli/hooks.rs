@@ -274,7 +274,10 @@ fn bad_hook_configs_exit_2_naming_the_file_and_the_field() {
             "  post:\n    - {name: a, command: [sh], timeout_s: 600}\n",
             "field `hooks.post[0].timeout_s`: 600 is out of range",
         ),
-        ("  post:\n    - {name: a, command: [sh, '{agent}/hooks/missing.sh']}\n", "field `hooks.post[0].command[1]`"),
+        (
+            "  post:\n    - {name: a, command: [sh, '{agent}/hooks/missing.sh']}\n",
+            "field `hooks.post[0].command[1]`: cannot read",
+        ),
         ("  pre:\n    - {name: a, command: [sh], timeout: 3}\n", "timeout"),
         (
             "  pre:\n    - {name: a, command: 'sh guard.sh'}\n",
@@ -304,6 +307,9 @@ fn bad_hook_configs_exit_2_naming_the_file_and_the_field() {
             .code(2)
             .stderr_has("agent.yaml")
             .stderr_has(needle);
+        if hooks.contains("missing.sh") {
+            assert!(out.stderr.contains("put the script there, or fix the path"), "{}", out.stderr);
+        }
         assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     }
 }
