@@ -43,6 +43,8 @@ pub struct CommandSpec {
     /// in a cell's sandbox, the cell's private folder, which [`CommandSpec::new`] adds).
     pub mounts: Vec<Mount>,
     pub limits: Limits,
+    /// Bytes the command reads on stdin (a tool hook's call as JSON); None: stdin is empty.
+    pub stdin: Option<String>,
 }
 
 impl CommandSpec {
@@ -59,6 +61,7 @@ impl CommandSpec {
             workspace: Mount::writable(cwd),
             mounts: sandbox.cell().map(|c| c.mounts()).unwrap_or_default(),
             limits: Limits::default(),
+            stdin: None,
         }
     }
 }
@@ -148,7 +151,7 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(env)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -164,6 +167,14 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     // If this future is dropped (the run was cancelled), the guard kills the whole group.
     let _guard = GroupGuard::new(pgid);
     let limit = spec.output_limit;
+    // Written by a task of its own, so a command that never reads its stdin cannot stall the
+    // wait below; a command that exits without reading it ends the write with EPIPE, ignored.
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), spec.stdin.clone()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(input.as_bytes()).await;
+        });
+    }
     let out_task = tokio::spawn(read_bounded(child.stdout.take(), limit));
     let err_task = tokio::spawn(read_bounded(child.stderr.take(), limit));
 
@@ -246,6 +257,7 @@ async fn supervised(mut session: Session, spec: &CommandSpec, env: Vec<(String, 
         timeout_ms: spec.timeout.as_millis() as u64,
         output_limit: spec.output_limit,
         limits: spec.limits,
+        stdin: spec.stdin.clone(),
     };
     let broken = |e: io::Error| Supervised::Ran(Err(io::Error::other(format!("the cell's sandbox broke: {e}"))), None);
     let mut line = match serde_json::to_vec(&request) {

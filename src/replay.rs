@@ -124,6 +124,12 @@ pub struct CellSummary {
     /// Corrective retries after a denied, invalid or unparseable action (`policy_retry`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub policy_retries: u32,
+    /// Calls a pre hook of the agent spec denied (`hook_decision` with `deny`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hook_denials: u32,
+    /// Hook runs that failed (`hook_decision` with `error`): a pre hook's call did not run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hook_errors: u32,
     /// Replies that held several calls (`model_action` events with a `batch`), each counted once.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub batches: u32,
@@ -367,6 +373,14 @@ impl SummaryBuilder {
                 s.input_tokens += d.input_tokens;
                 s.output_tokens += d.output_tokens;
             }
+            LeanBody::HookDecision { decision, policy_denied } => match decision.as_str() {
+                "deny" => s.hook_denials += 1,
+                "error" => s.hook_errors += 1,
+                // A rewrite the policy refused is a denial of the policy, as if the model had
+                // asked for the rewritten call.
+                _ if policy_denied => s.policy_denials += 1,
+                _ => {}
+            },
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
@@ -529,6 +543,10 @@ pub enum LeanBody {
     PolicyRetry,
     /// A delegation that ended (`delegation_completed`, or `delegation_failed` with `failed`).
     Delegation(LeanDelegation),
+    HookDecision {
+        decision: String,
+        policy_denied: bool,
+    },
     /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started).
     Other,
 }
@@ -630,6 +648,13 @@ struct JustDecision {
     allowed: bool,
     #[serde(default)]
     invalid: bool,
+}
+
+#[derive(Deserialize)]
+struct JustHook {
+    decision: String,
+    #[serde(default)]
+    policy_denied: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -749,6 +774,9 @@ impl Lean {
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
             EventBody::DelegationCompleted { spent, .. } => LeanBody::Delegation(LeanDelegation::of(false, spent)),
             EventBody::DelegationFailed { spent, .. } => LeanBody::Delegation(LeanDelegation::of(true, spent)),
+            EventBody::HookDecision { decision, policy_denied, .. } => {
+                LeanBody::HookDecision { decision: decision.clone(), policy_denied: policy_denied.is_some() }
+            }
             EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } | EventBody::DelegationStarted { .. } => {
                 LeanBody::Other
             }
@@ -806,6 +834,10 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
         EventKind::DelegationCompleted => LeanBody::Delegation(LeanDelegation::deserialize(d)?),
         EventKind::DelegationFailed => {
             LeanBody::Delegation(LeanDelegation { failed: true, ..LeanDelegation::deserialize(d)? })
+        }
+        EventKind::HookDecision => {
+            let h = JustHook::deserialize(d)?;
+            LeanBody::HookDecision { decision: h.decision, policy_denied: h.policy_denied.is_some() }
         }
         EventKind::StateUpdated | EventKind::RepoMapBuilt | EventKind::DelegationStarted => {
             IgnoredAny::deserialize(d)?;
@@ -1321,6 +1353,26 @@ mod tests {
                 message: "the helper used its 4 steps without an answer".into(),
                 spent: crate::trace::event::Delegated { steps: 4, ..Default::default() },
             }],
+            EventKind::HookDecision => {
+                let hook = |decision: &str, reason: &str, policy_denied: Option<&str>| EventBody::HookDecision {
+                    step: 2,
+                    hook: "guard".into(),
+                    phase: "pre".into(),
+                    tool: "read_file".into(),
+                    decision: decision.into(),
+                    reason: reason.into(),
+                    args: (decision == "rewrite").then(|| serde_json::json!({"path": "a.py"})),
+                    policy_denied: policy_denied.map(Into::into),
+                    duration_ms: 3,
+                    batch: None,
+                };
+                vec![
+                    hook("allow", "", None),
+                    hook("deny", "no secrets", None),
+                    hook("error", "exited with code 1", None),
+                    hook("rewrite", "", Some("`.env` is a secret")),
+                ]
+            }
         }
     }
 
@@ -1361,7 +1413,9 @@ mod tests {
         // The fold read what each kind carries, not just its tag.
         assert_eq!((lean.case_id.as_str(), lean.epoch, lean.step_budget), ("case-1", 3, 9));
         assert_eq!((lean.steps, lean.model_errors, lean.model_retries, lean.invalid_actions), (2, 2, 1, 2));
-        assert_eq!((lean.policy_denials, lean.tool_calls, lean.tool_failures, lean.repeated_reads), (1, 3, 0, 1));
+        // One denial of the policy, one of a rewrite by a hook that the policy refused.
+        assert_eq!((lean.policy_denials, lean.tool_calls, lean.tool_failures, lean.repeated_reads), (2, 3, 0, 1));
+        assert_eq!((lean.hook_denials, lean.hook_errors), (1, 1));
         assert_eq!((lean.first_edit_step, lean.files_modified.clone()), (Some(6), vec!["a.py".to_string()]));
         assert_eq!((lean.input_tokens, lean.output_tokens), (200, 20));
         assert_eq!((lean.tests_passed, lean.verifier_passed), (Some(true), Some(false)));

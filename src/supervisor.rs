@@ -55,6 +55,9 @@ pub struct Request {
     /// Bound on captured bytes per stream.
     pub output_limit: usize,
     pub limits: Limits,
+    /// What the command reads on stdin; absent: nothing (its stdin is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
 }
 
 /// How it ended; the output follows the line.
@@ -121,7 +124,7 @@ fn run(request: &Request) -> (Response, Vec<u8>, Vec<u8>) {
         // As bwrap's --chdir sets it for a command started in a sandbox of its own.
         .env("PWD", &request.cwd)
         .current_dir(&request.cwd)
-        .stdin(Stdio::null())
+        .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -138,6 +141,12 @@ fn run(request: &Request) -> (Response, Vec<u8>, Vec<u8>) {
     };
     let group = Pid::from_raw(child.id() as i32);
     let limit = request.output_limit;
+    // A thread of its own: a command that does not read its stdin must not stall the wait.
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), request.stdin.clone()) {
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(input.as_bytes());
+        });
+    }
     let out = child.stdout.take().map(|s| std::thread::spawn(move || read_bounded(s, limit)));
     let err = child.stderr.take().map(|s| std::thread::spawn(move || read_bounded(s, limit)));
     let (done, ended) = mpsc::channel();

@@ -161,7 +161,7 @@ pub(super) async fn run(
         ..plan.clone()
     };
     let trace_path = plan.cell_dir.join(&trace_rel);
-    let child = Cell { plan: &child_plan, ws: cell.ws, trace: &trace_path, sandbox: cell.sandbox };
+    let child = Cell { plan: &child_plan, ws: cell.ws, trace: &trace_path, sandbox: cell.sandbox, hooks: cell.hooks };
     let mut provider = parent.delegation().unwrap_or_else(|| plan.profile.provider_for(&child_plan.case, plan.epoch));
     let started = Instant::now();
     let mut state = ChildState::default();
@@ -387,12 +387,16 @@ async fn child_loop(
                 turn.refuse_unrun(rec, i, &action.tool, &told, true)?;
                 continue;
             }
-            match gate(&mut turn, rec, action)? {
+            // The parent's tool hooks (agent spec) judge the child's calls as they judge its own.
+            let gated = gate(&mut turn, rec, action)?;
+            match turn.pre_hooks(rec, i, gated).await? {
                 Gate::Refused { text, cause } => turn.refused(rec, i, action, &text, cause)?,
                 Gate::Run(call) => {
                     let t0 = Instant::now();
                     let out = run_tool(child, &call).await;
-                    turn.record(rec, i, action, &call, &out, t0.elapsed().as_millis() as u64)?;
+                    let duration_ms = t0.elapsed().as_millis() as u64;
+                    let note = turn.post_hooks(rec, i, action, &call, &out).await?;
+                    turn.record(rec, i, action, &call, &out, duration_ms, &note)?;
                     if let Call::Finish { answer: a } = call {
                         answer = Some(a);
                     }

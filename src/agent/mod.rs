@@ -11,6 +11,7 @@ pub mod batch;
 pub mod compaction;
 pub mod context;
 pub(crate) mod delegate;
+pub mod hooks;
 pub mod memory;
 pub(crate) mod paths;
 pub mod policy;
@@ -153,7 +154,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
             return Ok(finish(rec));
         }
     };
-    let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox };
+    let hook_files = hooks::Files::default();
+    let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox, hooks: &hook_files };
     match tokio::time::timeout(case.cell_timeout, work(&cell, &mut rec, provider, started)).await {
         Ok(ended) => ended?,
         Err(_) => rec.emit(EventBody::RunFinished {
@@ -177,6 +179,9 @@ struct Cell<'a> {
     trace: &'a Path,
     /// The cell's sandbox ([`Sandbox::for_cell`]).
     sandbox: &'a Sandbox,
+    /// The files the spec's tool hooks name, laid down for the cell on first use (shared with
+    /// its delegations, whose calls pass the same hooks).
+    hooks: &'a hooks::Files,
 }
 
 /// The agent loop and the scoring of one cell, up to and including its `run_finished`.
@@ -186,7 +191,7 @@ async fn work(
     mut provider: Box<dyn crate::model::Provider>,
     started: Instant,
 ) -> io::Result<()> {
-    let Cell { plan, ws, trace: trace_path, sandbox } = *cell;
+    let Cell { plan, ws, trace: trace_path, sandbox, .. } = *cell;
     let case = plan.case.as_ref();
     // The cell's sandbox sets itself up while the loop starts.
     if let Err(e) = score::prepare_commands(case, ws, sandbox) {
@@ -369,7 +374,8 @@ async fn work(
             // is recorded before its result; the calls that may run then run together.
             let mut gated = Vec::with_capacity(indices.len());
             for i in indices {
-                gated.push((i, turn.gate(rec, &reply.actions[i])?));
+                let gate = turn.gate(rec, &reply.actions[i])?;
+                gated.push((i, turn.pre_hooks(rec, i, gate).await?));
             }
             // A delegation runs a model loop of its own (`delegate.rs`): alone, never batched.
             let delegated = match gated.as_slice() {
@@ -407,7 +413,8 @@ async fn work(
                     Gate::Refused { text, cause } => turn.refused(rec, i, action, &text, cause)?,
                     Gate::Run(call) => {
                         let (out, duration_ms) = outputs.next().expect("one output per call that ran");
-                        turn.record(rec, i, action, &call, &out, duration_ms)?;
+                        let note = turn.post_hooks(rec, i, action, &call, &out).await?;
+                        turn.record(rec, i, action, &call, &out, duration_ms, &note)?;
                         finished |= call.tool() == Tool::Finish;
                     }
                 }
@@ -570,6 +577,8 @@ impl Turn<'_, '_> {
     }
 
     /// Records the result of a call that ran, and what it changed in the loop's state.
+    // One argument per thing the result is made of; a struct for one call site would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         rec: &mut Recorder,
@@ -578,8 +587,11 @@ impl Turn<'_, '_> {
         call: &Call,
         out: &ToolOutput,
         duration_ms: u64,
+        // What the hooks add to the result (hooks.rs): shown after the preview, never cut by it.
+        note: &str,
     ) -> io::Result<()> {
         let step = self.step;
+        let shown = format!("{}{note}", preview_text(&out.text));
         let tool_name = &action.tool;
         // A batched call's artifact is named by its position too: two reads of one reply would
         // otherwise share a name.
@@ -596,7 +608,7 @@ impl Turn<'_, '_> {
         if let (true, Some(path)) = (out.ok, &out.read) {
             self.first_reads.entry(path.clone()).or_insert(step);
         }
-        emit_result(rec, step, tool_name, out, preview, duration_ms, self.batch(i))?;
+        emit_result(rec, step, tool_name, out, &shown, preview, duration_ms, self.batch(i))?;
         if let Some(view) = &out.repo_map {
             rec.emit(EventBody::RepoMapUsed {
                 step,
@@ -614,7 +626,7 @@ impl Turn<'_, '_> {
         }
         let status = if out.ok { "ok" } else { "failed" };
         let brief = context::brief(tool_name, &action.args);
-        let mut o = Observation::new(step, tool_name, brief, status, &preview_text(&out.text));
+        let mut o = Observation::new(step, tool_name, brief, status, &shown);
         o.read = out.read.clone().filter(|_| out.ok);
         o.modified = out.modified.clone();
         self.observations.push(o);
@@ -671,11 +683,13 @@ fn emit_not_run(rec: &mut Recorder, step: u32, tool: &str, text: &str, batch: Op
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn emit_result(
     rec: &mut Recorder,
     step: u32,
     tool: &str,
     out: &ToolOutput,
+    shown: &str,
     artifact: Option<Artifact>,
     duration_ms: u64,
     batch: Option<Batch>,
@@ -685,7 +699,7 @@ fn emit_result(
         tool: tool.to_string(),
         ok: out.ok,
         denied: false,
-        output: preview_text(&out.text),
+        output: shown.to_string(),
         output_bytes: out.text.len() as u64,
         artifact,
         modified: out.modified.clone(),

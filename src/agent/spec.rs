@@ -33,6 +33,8 @@ pub struct AgentSpec {
     /// Budgets of a read-only delegation (`delegation`): what a `delegate_readonly` call gets
     /// when it names none, and the most it may ask for.
     pub delegation: DelegationBudgets,
+    /// Commands run before and after tool calls (`hooks:`, [`super::hooks`]).
+    pub hooks: super::hooks::HookSet,
     /// SHA-256 over the spec's files, in a fixed order.
     pub digest: String,
     /// Where it was loaded from; None for the embedded default.
@@ -143,6 +145,8 @@ struct RawSpec {
     tool_descriptions: BTreeMap<String, String>,
     #[serde(default)]
     delegation: RawDelegation,
+    #[serde(default)]
+    hooks: super::hooks::RawHooks,
 }
 
 #[derive(Deserialize, Default)]
@@ -346,8 +350,12 @@ fn build(
         )));
     }
     // The spec's digest is over its files as written, so these budgets are in it already.
+    let hooks = super::hooks::parse(raw.hooks, &read).map_err(err)?;
     let mut hasher_input = Vec::new();
-    for part in [yaml, &system_prompt, &action_format] {
+    // The files hooks name follow, by path: a changed hook script is a changed spec. A spec
+    // without hooks hashes exactly as before hooks existed.
+    let hook_files = hooks.files.iter().flat_map(|(path, text)| [path.as_str(), text.as_str()]);
+    for part in [yaml, &system_prompt, &action_format].into_iter().chain(hook_files) {
         hasher_input.extend_from_slice(&(part.len() as u64).to_le_bytes());
         hasher_input.extend_from_slice(part.as_bytes());
     }
@@ -362,6 +370,7 @@ fn build(
         max_invalid_replies: raw.retry.max_invalid_replies.unwrap_or(3).max(1),
         explain_denials: raw.retry.explain_denials.unwrap_or(true),
         delegation,
+        hooks,
         digest: crate::util::sha256_hex(&hasher_input),
         dir,
     })

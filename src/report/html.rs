@@ -665,6 +665,13 @@ fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> 
         );
         facts.push(Fact { name: "delegations", value });
     }
+    // Only cells whose agent spec has tool hooks that refused or failed: the others have none.
+    if c.hook_denials + c.hook_errors > 0 {
+        facts.push(Fact {
+            name: "hooks",
+            value: format!("{} denied, {} failed (hook_decision)", c.hook_denials, c.hook_errors),
+        });
+    }
     if c.truncated {
         facts.push(Fact { name: "trace", value: "cut mid-line; the last partial event was dropped".into() });
     }

@@ -582,6 +582,15 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: Some(false),
             },
+            EventBody::HookDecision { step, hook, phase, tool, decision, reason, policy_denied, .. } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*step),
+                kind: "hook_decision".into(),
+                title: format!("{phase} hook `{hook}` on {tool}: {decision}"),
+                detail: clip(policy_denied.as_ref().map_or(reason, |r| r)),
+                diff: None,
+                ok: Some(!matches!(decision.as_str(), "deny" | "error") && policy_denied.is_none()),
+            },
         };
         entries.push(entry);
     }

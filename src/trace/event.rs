@@ -102,6 +102,8 @@ event_kinds! {
     DelegationCompleted = "delegation_completed",
     /// A read-only delegation ended without an answer: why, what it spent and what it gathered.
     DelegationFailed = "delegation_failed",
+    /// A tool hook of the agent spec ran: what it decided about one call.
+    HookDecision = "hook_decision",
 }
 
 fn one() -> u32 {
@@ -353,7 +355,7 @@ pub enum EventBody {
     },
     PolicyRetry {
         step: u32,
-        /// `denied`, `invalid_action` or `unparseable`.
+        /// `denied`, `invalid_action`, `unparseable`, or `hook_denied` / `hook_error` (a pre hook).
         cause: String,
         /// The corrective message the model is shown.
         message: String,
@@ -449,6 +451,32 @@ pub enum EventBody {
         #[serde(flatten)]
         spent: Delegated,
     },
+    /// One run of a tool hook (`hooks:` of the agent spec, docs/formats.md "Hooks"). A pre
+    /// hook's event follows its call's `policy_decision`; a post hook's comes before its call's
+    /// `tool_result`, which carries the hook's note.
+    HookDecision {
+        step: u32,
+        /// The hook's name in the spec.
+        hook: String,
+        /// `pre` or `post`.
+        phase: String,
+        tool: String,
+        /// `allow`, `deny`, `rewrite` (pre), `annotate` (post) or `error` (the hook failed).
+        decision: String,
+        /// The deny reason, the note, or why the hook failed; empty for `allow` and `rewrite`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+        /// The arguments a `rewrite` gave the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        args: Option<Value>,
+        /// Set when the policy refused the rewritten call: its reason (counted as a policy denial).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy_denied: Option<String>,
+        duration_ms: u64,
+        /// The call's place in its reply, as on its `model_action`; absent for one call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
+    },
 }
 
 /// What a delegation spent and returned, in `delegation_completed` and `delegation_failed`.
@@ -501,6 +529,7 @@ impl EventBody {
             EventBody::DelegationStarted { .. } => EventKind::DelegationStarted,
             EventBody::DelegationCompleted { .. } => EventKind::DelegationCompleted,
             EventBody::DelegationFailed { .. } => EventKind::DelegationFailed,
+            EventBody::HookDecision { .. } => EventKind::HookDecision,
         }
     }
 }

@@ -18,6 +18,7 @@ mod gate_infra;
 mod gate_private;
 mod gate_snapshot;
 mod gate_trust;
+mod hooks;
 mod html;
 mod matrix;
 mod plan;

@@ -228,7 +228,18 @@ fn shards_that_are_not_one_plan_or_not_one_split_are_refused_by_name() {
     let run = |name: &str, args: &[&str]| {
         let out = dir.path().join(name);
         Test::new()
-            .args(&["matrix", "--profiles", "oracle", "--case", "bugfix-1", "--case", "bugfix-2", "--case", "bugfix-3", "--out"])
+            .args(&[
+                "matrix",
+                "--profiles",
+                "oracle",
+                "--case",
+                "bugfix-1",
+                "--case",
+                "bugfix-2",
+                "--case",
+                "bugfix-3",
+                "--out",
+            ])
             .arg_path(&out)
             .args(args)
             .run()
