@@ -141,6 +141,24 @@ pub struct CellSummary {
     /// case declares none (`target_declared` tells the two apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_target_read_step: Option<u32>,
+    /// A multi-session case's sessions, in order, from their `session_finished` events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionProgress>,
+}
+
+/// What one session of a multi-session case got done (`session_finished`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionProgress {
+    pub index: u32,
+    pub kind: String,
+    pub steps_used: u32,
+    pub stop_reason: String,
+    /// Features the agent's `feature_list.json` marked passing after the session.
+    pub marked: u32,
+    /// Features that passed the hidden checks after the session.
+    pub verified: u32,
+    /// Features marked passing that failed their hidden check.
+    pub false_claims: u32,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -336,6 +354,7 @@ impl SummaryBuilder {
             LeanBody::MemoryUpdated => s.memory_updates += 1,
             LeanBody::ContextCompacted => s.compactions += 1,
             LeanBody::PolicyRetry => s.policy_retries += 1,
+            LeanBody::SessionFinished(p) => s.sessions.push(p),
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
@@ -486,6 +505,7 @@ pub enum LeanBody {
     MemoryUpdated,
     ContextCompacted,
     PolicyRetry,
+    SessionFinished(SessionProgress),
     /// Kinds the fold only counts (state_updated, repo_map_built).
     Other,
 }
@@ -598,6 +618,19 @@ struct JustPassed {
     passed: bool,
 }
 
+/// What the fold reads of a `session_finished` event.
+#[derive(Deserialize)]
+struct JustSession {
+    index: u32,
+    kind: String,
+    steps_used: u32,
+    stop_reason: String,
+    marked_passing: Vec<String>,
+    verified_passing: Vec<String>,
+    #[serde(default)]
+    false_claims: Vec<String>,
+}
+
 #[derive(Deserialize)]
 struct JustVerifier {
     passed: bool,
@@ -685,7 +718,27 @@ impl Lean {
             EventBody::MemoryUpdated { .. } => LeanBody::MemoryUpdated,
             EventBody::ContextCompacted { .. } => LeanBody::ContextCompacted,
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
-            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } => LeanBody::Other,
+            EventBody::SessionFinished {
+                index,
+                kind,
+                steps_used,
+                stop_reason,
+                marked_passing,
+                verified_passing,
+                false_claims,
+                ..
+            } => LeanBody::SessionFinished(SessionProgress {
+                index: *index,
+                kind: kind.clone(),
+                steps_used: *steps_used,
+                stop_reason: stop_reason.clone(),
+                marked: marked_passing.len() as u32,
+                verified: verified_passing.len() as u32,
+                false_claims: false_claims.len() as u32,
+            }),
+            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } | EventBody::SessionStarted { .. } => {
+                LeanBody::Other
+            }
         };
         Lean { kind: e.body.kind(), body }
     }
@@ -737,7 +790,19 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             IgnoredAny::deserialize(d)?;
             LeanBody::PolicyRetry
         }
-        EventKind::StateUpdated | EventKind::RepoMapBuilt => {
+        EventKind::SessionFinished => {
+            let f = JustSession::deserialize(d)?;
+            LeanBody::SessionFinished(SessionProgress {
+                index: f.index,
+                kind: f.kind,
+                steps_used: f.steps_used,
+                stop_reason: f.stop_reason,
+                marked: f.marked_passing.len() as u32,
+                verified: f.verified_passing.len() as u32,
+                false_claims: f.false_claims.len() as u32,
+            })
+        }
+        EventKind::StateUpdated | EventKind::RepoMapBuilt | EventKind::SessionStarted => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -1229,6 +1294,20 @@ mod tests {
                 stop_reason: "finished".into(),
                 reason: "the verifier failed".into(),
                 elapsed_ms: 77,
+            }],
+            EventKind::SessionStarted => {
+                vec![EventBody::SessionStarted { index: 2, kind: "coding".into(), step_budget: 5, first_step: 4 }]
+            }
+            EventKind::SessionFinished => vec![EventBody::SessionFinished {
+                index: 2,
+                kind: "coding".into(),
+                steps_used: 3,
+                stop_reason: "finished".into(),
+                marked_passing: vec!["add".into(), "sub".into()],
+                verified_passing: vec!["add".into()],
+                false_claims: vec!["sub".into()],
+                head: Some("a".repeat(40)),
+                elapsed_ms: 9,
             }],
         }
     }
