@@ -33,6 +33,10 @@ const HEADER: &[&str] = &[
     "wall_ms",
     "stop_reason",
     "reason",
+    // Multi-session cells only (src/report/sessions.rs); empty for the others.
+    "features_passing",
+    "false_claims",
+    "features_per_session",
 ];
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -49,6 +53,7 @@ impl Exporter for Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(HEADER).map_err(err)?;
         for c in &report.cells {
+            let sessions = super::sessions::csv_fields(c);
             w.write_record([
                 c.cell_id.clone(),
                 c.case_id.clone(),
@@ -77,6 +82,9 @@ impl Exporter for Csv {
                 c.wall_ms.to_string(),
                 c.stop_reason.clone(),
                 c.reason.clone(),
+                sessions[0].clone(),
+                sessions[1].clone(),
+                sessions[2].clone(),
             ])
             .map_err(err)?;
         }
