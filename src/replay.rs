@@ -150,7 +150,8 @@ pub struct CellSummary {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionProgress {
     pub index: u32,
-    pub kind: String,
+    /// `initializer` or `coding`.
+    pub role: String,
     pub steps_used: u32,
     pub stop_reason: String,
     /// Features the agent's `feature_list.json` marked passing after the session.
@@ -622,7 +623,7 @@ struct JustPassed {
 #[derive(Deserialize)]
 struct JustSession {
     index: u32,
-    kind: String,
+    role: String,
     steps_used: u32,
     stop_reason: String,
     marked_passing: Vec<String>,
@@ -720,7 +721,7 @@ impl Lean {
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
             EventBody::SessionFinished {
                 index,
-                kind,
+                role,
                 steps_used,
                 stop_reason,
                 marked_passing,
@@ -729,7 +730,7 @@ impl Lean {
                 ..
             } => LeanBody::SessionFinished(SessionProgress {
                 index: *index,
-                kind: kind.clone(),
+                role: role.clone(),
                 steps_used: *steps_used,
                 stop_reason: stop_reason.clone(),
                 marked: marked_passing.len() as u32,
@@ -794,7 +795,7 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             let f = JustSession::deserialize(d)?;
             LeanBody::SessionFinished(SessionProgress {
                 index: f.index,
-                kind: f.kind,
+                role: f.role,
                 steps_used: f.steps_used,
                 stop_reason: f.stop_reason,
                 marked: f.marked_passing.len() as u32,
@@ -1296,11 +1297,11 @@ mod tests {
                 elapsed_ms: 77,
             }],
             EventKind::SessionStarted => {
-                vec![EventBody::SessionStarted { index: 2, kind: "coding".into(), step_budget: 5, first_step: 4 }]
+                vec![EventBody::SessionStarted { index: 2, role: "coding".into(), step_budget: 5, first_step: 4 }]
             }
             EventKind::SessionFinished => vec![EventBody::SessionFinished {
                 index: 2,
-                kind: "coding".into(),
+                role: "coding".into(),
                 steps_used: 3,
                 stop_reason: "finished".into(),
                 marked_passing: vec!["add".into(), "sub".into()],

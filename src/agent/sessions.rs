@@ -56,7 +56,7 @@ pub(super) async fn work(cell: &Cell<'_>, rec: &mut Recorder, started: Instant) 
         let t0 = Instant::now();
         rec.emit(EventBody::SessionStarted {
             index,
-            kind: kind.as_str().into(),
+            role: kind.as_str().into(),
             step_budget: spec.step_budget,
             first_step: next_step,
         })?;
@@ -79,7 +79,7 @@ pub(super) async fn work(cell: &Cell<'_>, rec: &mut Recorder, started: Instant) 
         per_session.push((verified.len(), claims.marked.len()));
         rec.emit(EventBody::SessionFinished {
             index,
-            kind: kind.as_str().into(),
+            role: kind.as_str().into(),
             steps_used: end.turns,
             stop_reason: end.stop_reason.into(),
             marked_passing: claims.marked.clone(),

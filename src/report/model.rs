@@ -515,11 +515,11 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: Some(*passed),
             },
-            EventBody::SessionStarted { index, kind, step_budget, first_step } => TimelineEntry {
+            EventBody::SessionStarted { index, role, step_budget, first_step } => TimelineEntry {
                 seq: e.seq,
                 step: Some(*first_step),
                 kind: "session_started".into(),
-                title: format!("session {index} ({kind}) starts with a fresh context, {step_budget} step(s)"),
+                title: format!("session {index} ({role}) starts with a fresh context, {step_budget} step(s)"),
                 detail: String::new(),
                 diff: None,
                 ok: None,

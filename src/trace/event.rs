@@ -421,8 +421,9 @@ pub enum EventBody {
     SessionStarted {
         /// 1-based.
         index: u32,
-        /// `initializer` (session 1) or `coding`.
-        kind: String,
+        /// `initializer` (session 1) or `coding`: which prompt it got. (Not `kind`, which
+        /// names the event.)
+        role: String,
         /// Model turns this session may take.
         step_budget: u32,
         /// The trace step of the session's first turn: steps run on across sessions.
@@ -433,7 +434,7 @@ pub enum EventBody {
     /// `false_claims` the features in the first and not the second.
     SessionFinished {
         index: u32,
-        kind: String,
+        role: String,
         /// Model turns the session took.
         steps_used: u32,
         /// Why the session's loop stopped (`finished`, `step_budget_exhausted`, ...).

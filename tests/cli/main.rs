@@ -26,6 +26,7 @@ mod report_snapshots;
 mod run;
 mod rundir;
 mod sandbox;
+mod sessions;
 mod trend;
 mod trend_html;
 mod verdicts;
