@@ -754,14 +754,18 @@ fn lenient_categories(file: &Path) -> Option<Vec<String>> {
 pub fn check_programs(bench: &Benchmark, ids: &[String], search: &std::ffi::OsStr) -> Result<(), LoadError> {
     let mut problems = Vec::new();
     for case in ids.iter().filter_map(|id| bench.case(id)) {
-        let mut commands: Vec<(&str, Vec<String>)> = Vec::new();
+        let mut commands: Vec<(String, Vec<String>)> = Vec::new();
         match &case.tests {
-            TestSpec::Command(argv) => commands.push(("test_command", argv.clone())),
+            TestSpec::Command(argv) => commands.push(("test_command".into(), argv.clone())),
             // hcbench's runner is a Python program.
-            TestSpec::Runner(_) => commands.push(("tests.runner", vec!["python3".into()])),
+            TestSpec::Runner(_) => commands.push(("tests.runner".into(), vec!["python3".into()])),
         }
         if let Some(argv) = &case.verifier.command {
-            commands.push(("verifier.command", argv.clone()));
+            commands.push(("verifier.command".into(), argv.clone()));
+        }
+        // A multi-session case's hidden checks run like verifier commands.
+        for (i, f) in case.sessions.iter().flat_map(|s| s.features.iter().enumerate()) {
+            commands.push((format!("features[{i}].check"), f.check.clone()));
         }
         for (field, argv) in commands {
             let argv = case.expand(&argv, &case.fixture_dir, None);
@@ -775,7 +779,7 @@ pub fn check_programs(bench: &Benchmark, ids: &[String], search: &std::ffi::OsSt
                 problems.push(Problem {
                     file: case.file.clone(),
                     case: Some(case.id.clone()),
-                    field: Some(field.into()),
+                    field: Some(field.clone()),
                     message: format!(
                         "`{program}` {where_}; fix the program name or install it{}",
                         if field == "tests.runner" { " (hcbench's unittest runner needs python3)" } else { "" }

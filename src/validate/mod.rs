@@ -5,7 +5,9 @@
 //! agent fails, and a tamper agent that weakens the tests fails. Cases that ask for it with
 //! `controls: [violator]` (HC-Bench's policy cases) get one more control: a violator that
 //! attempts a denied action and then applies the oracle's fix must fail, so passing really
-//! requires staying inside the policy. Then the exploit controls
+//! requires staying inside the policy. Multi-session cases get the overclaim control: a first
+//! session that marks every feature passing in `feature_list.json` without implementing any
+//! must fail with every claim flagged false. Then the exploit controls
 //! ([`attacks`]): a fixed set of scripted attacks, each of which tries to get the case passed
 //! without solving it, must all fail (outcome not `passed`, reward 0). A case that misses any
 //! of these is unsound and is named with the reason (and the attack); the exit code is then 1.

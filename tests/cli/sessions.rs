@@ -260,3 +260,25 @@ fn validate_holds_the_multi_session_cases_sound() {
         assert!(v["attacks"].as_array().unwrap().iter().all(|a| a["fails"] == true), "{v}");
     }
 }
+
+#[test]
+fn a_feature_check_that_cannot_start_is_exit_2_before_anything_runs() {
+    let s = Scratch::new();
+    s.write("benchmarks/demo/benchmark.yaml", "name: demo\ncategories: [sessions]\n");
+    s.case(
+        "long",
+        "id: long\ncategory: sessions\nsplit: train\nfixture: calc\nprompt: make `add` work\n\
+         test_command: [python3, -m, unittest, discover, -s, tests]\n\
+         sessions:\n  count: 2\n  step_budget: 4\n  prompts: {initializer: set up, coding: code}\n\
+         features:\n  - {id: add, check: [pyhton3, check.py]}\n",
+        "actions:\n  - {tool: finish}\n  - {tool: finish}\n",
+    );
+    let out = Test::new()
+        .root(s.path())
+        .args(&["run", "--benchmark", "demo", "--profile", "oracle", "--out"])
+        .arg_path(&s.path().join("run"))
+        .run()
+        .code(2)
+        .stderr_has("cases/long.yaml: case `long`: field `features[0].check`: `pyhton3` is not found on the PATH");
+    assert!(!s.path().join("run/cells").exists(), "nothing ran: {}", out.stderr);
+}
