@@ -120,13 +120,13 @@ pub(super) fn resolve(
         }
         (Some(raw), _) => raw,
     };
-    let before_count = raw.count.unwrap_or(0);
-    if before_count < 2 {
+    let count = raw.count.unwrap_or(0);
+    if count < 2 {
         problem(
             "sessions.count",
             format!(
                 "is {}; a multi-session case has at least 2 sessions (the initializer and one coding session)",
-                before_count
+                count
             ),
         );
     }
@@ -174,7 +174,7 @@ pub(super) fn resolve(
             }
         }
     }
-    Some(SessionsSpec { count: before_count, step_budget, initializer, coding, features: resolved })
+    Some(SessionsSpec { count, step_budget, initializer, coding, features: resolved })
 }
 
 /// How many sessions a list of oracle or script steps covers: its top-level parts ending in
