@@ -5,7 +5,9 @@
 //! tests and the verifier judge the workspace. A reply may ask for several calls: they run as
 //! one batch (`batch.rs`: reads together, the rest alone, in order) within the one step. Every step is appended to the cell's trace
 //! before the next one starts, and the summary is folded from exactly those events, so the
-//! live summary and a later replay agree by construction.
+//! live summary and a later replay agree by construction. A multi-session case runs the step
+//! loop (`steps`) once per session, each from a fresh context, and scores once (`conclude`):
+//! `sessions.rs`.
 
 pub mod batch;
 pub mod compaction;
