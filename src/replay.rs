@@ -162,6 +162,25 @@ pub struct CellSummary {
     pub delegation_input_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delegation_output_tokens: u64,
+    /// A multi-session case's sessions, in order, from their `session_finished` events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionProgress>,
+}
+
+/// What one session of a multi-session case got done (`session_finished`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionProgress {
+    pub index: u32,
+    /// `initializer` or `coding`.
+    pub role: String,
+    pub steps_used: u32,
+    pub stop_reason: String,
+    /// Features the agent's `feature_list.json` marked passing after the session.
+    pub marked: u32,
+    /// Features that passed the hidden checks after the session.
+    pub verified: u32,
+    /// Features marked passing that failed their hidden check.
+    pub false_claims: u32,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -381,6 +400,7 @@ impl SummaryBuilder {
                 _ if policy_denied => s.policy_denials += 1,
                 _ => {}
             },
+            LeanBody::SessionFinished(p) => s.sessions.push(p),
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
@@ -547,7 +567,8 @@ pub enum LeanBody {
         decision: String,
         policy_denied: bool,
     },
-    /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started).
+    SessionFinished(SessionProgress),
+    /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started, session_started).
     Other,
 }
 
@@ -685,6 +706,19 @@ struct JustPassed {
     passed: bool,
 }
 
+/// What the fold reads of a `session_finished` event.
+#[derive(Deserialize)]
+struct JustSession {
+    index: u32,
+    role: String,
+    steps_used: u32,
+    stop_reason: String,
+    marked_passing: Vec<String>,
+    verified_passing: Vec<String>,
+    #[serde(default)]
+    false_claims: Vec<String>,
+}
+
 #[derive(Deserialize)]
 struct JustVerifier {
     passed: bool,
@@ -777,9 +811,28 @@ impl Lean {
             EventBody::HookDecision { decision, policy_denied, .. } => {
                 LeanBody::HookDecision { decision: decision.clone(), policy_denied: policy_denied.is_some() }
             }
-            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } | EventBody::DelegationStarted { .. } => {
-                LeanBody::Other
-            }
+            EventBody::SessionFinished {
+                index,
+                role,
+                steps_used,
+                stop_reason,
+                marked_passing,
+                verified_passing,
+                false_claims,
+                ..
+            } => LeanBody::SessionFinished(SessionProgress {
+                index: *index,
+                role: role.clone(),
+                steps_used: *steps_used,
+                stop_reason: stop_reason.clone(),
+                marked: marked_passing.len() as u32,
+                verified: verified_passing.len() as u32,
+                false_claims: false_claims.len() as u32,
+            }),
+            EventBody::StateUpdated { .. }
+            | EventBody::RepoMapBuilt { .. }
+            | EventBody::DelegationStarted { .. }
+            | EventBody::SessionStarted { .. } => LeanBody::Other,
         };
         Lean { kind: e.body.kind(), body }
     }
@@ -839,7 +892,22 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             let h = JustHook::deserialize(d)?;
             LeanBody::HookDecision { decision: h.decision, policy_denied: h.policy_denied.is_some() }
         }
-        EventKind::StateUpdated | EventKind::RepoMapBuilt | EventKind::DelegationStarted => {
+        EventKind::SessionFinished => {
+            let f = JustSession::deserialize(d)?;
+            LeanBody::SessionFinished(SessionProgress {
+                index: f.index,
+                role: f.role,
+                steps_used: f.steps_used,
+                stop_reason: f.stop_reason,
+                marked: f.marked_passing.len() as u32,
+                verified: f.verified_passing.len() as u32,
+                false_claims: f.false_claims.len() as u32,
+            })
+        }
+        EventKind::StateUpdated
+        | EventKind::RepoMapBuilt
+        | EventKind::DelegationStarted
+        | EventKind::SessionStarted => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -1373,6 +1441,20 @@ mod tests {
                     hook("rewrite", "", Some("`.env` is a secret")),
                 ]
             }
+            EventKind::SessionStarted => {
+                vec![EventBody::SessionStarted { index: 2, role: "coding".into(), step_budget: 5, first_step: 4 }]
+            }
+            EventKind::SessionFinished => vec![EventBody::SessionFinished {
+                index: 2,
+                role: "coding".into(),
+                steps_used: 3,
+                stop_reason: "finished".into(),
+                marked_passing: vec!["add".into(), "sub".into()],
+                verified_passing: vec!["add".into()],
+                false_claims: vec!["sub".into()],
+                head: Some("a".repeat(40)),
+                elapsed_ms: 9,
+            }],
         }
     }
 

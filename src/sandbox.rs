@@ -240,6 +240,14 @@ pub fn child_env(sandbox: &Sandbox, extra: &[(String, String)]) -> Vec<(String, 
         ("PYTHONHASHSEED", "0"),
         ("PYTHONDONTWRITEBYTECODE", "1"),
         ("GIT_CONFIG_NOSYSTEM", "1"),
+        // Who commits, and when: a multi-session case's agent commits in its workspace, where
+        // no git identity is configured; fixed dates make the same work the same commit ids.
+        ("GIT_AUTHOR_NAME", "hcbench agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@hcbench.invalid"),
+        ("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z"),
+        ("GIT_COMMITTER_NAME", "hcbench agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@hcbench.invalid"),
+        ("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -618,6 +626,12 @@ mod tests {
                 "PYTHONHASHSEED",
                 "PYTHONDONTWRITEBYTECODE",
                 "GIT_CONFIG_NOSYSTEM",
+                "GIT_AUTHOR_NAME",
+                "GIT_AUTHOR_EMAIL",
+                "GIT_AUTHOR_DATE",
+                "GIT_COMMITTER_NAME",
+                "GIT_COMMITTER_EMAIL",
+                "GIT_COMMITTER_DATE",
                 "HCBENCH_CASE",
                 "TZ"
             ]

@@ -5,7 +5,9 @@
 //! tests and the verifier judge the workspace. A reply may ask for several calls: they run as
 //! one batch (`batch.rs`: reads together, the rest alone, in order) within the one step. Every step is appended to the cell's trace
 //! before the next one starts, and the summary is folded from exactly those events, so the
-//! live summary and a later replay agree by construction.
+//! live summary and a later replay agree by construction. A multi-session case runs the step
+//! loop (`steps`) once per session, each from a fresh context, and scores once (`conclude`):
+//! `sessions.rs`.
 
 pub mod batch;
 pub mod compaction;
@@ -17,6 +19,7 @@ pub(crate) mod paths;
 pub mod policy;
 pub mod repomap;
 pub mod score;
+pub mod sessions;
 pub mod spec;
 pub mod testrun;
 pub mod tokens;
@@ -156,7 +159,14 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     };
     let hook_files = hooks::Files::default();
     let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox, hooks: &hook_files };
-    match tokio::time::timeout(case.cell_timeout, work(&cell, &mut rec, provider, started)).await {
+    // A multi-session case runs its sessions inside the same wall-clock limit.
+    let worked = async {
+        match case.sessions {
+            Some(_) => sessions::work(&cell, &mut rec, started).await,
+            None => work(&cell, &mut rec, provider, started).await,
+        }
+    };
+    match tokio::time::timeout(case.cell_timeout, worked).await {
         Ok(ended) => ended?,
         Err(_) => rec.emit(EventBody::RunFinished {
             outcome: Outcome::Timeout,
@@ -188,15 +198,42 @@ struct Cell<'a> {
 async fn work(
     cell: &Cell<'_>,
     rec: &mut Recorder,
-    mut provider: Box<dyn crate::model::Provider>,
+    provider: Box<dyn crate::model::Provider>,
     started: Instant,
 ) -> io::Result<()> {
-    let Cell { plan, ws, trace: trace_path, sandbox, .. } = *cell;
-    let case = plan.case.as_ref();
-    // The cell's sandbox sets itself up while the loop starts.
-    if let Err(e) = score::prepare_commands(case, ws, sandbox) {
+    prepare_sandbox(cell);
+    let end = steps(cell, rec, provider, 1).await?;
+    conclude(cell, rec, end, started, None).await
+}
+
+/// The cell's sandbox sets itself up while the loop starts.
+fn prepare_sandbox(cell: &Cell<'_>) {
+    if let Err(e) = score::prepare_commands(&cell.plan.case, cell.ws, cell.sandbox) {
         tracing::warn!("cannot start the cell's sandbox: {e}");
     }
+}
+
+/// How a run of the step loop ended.
+struct LoopEnd {
+    stop_reason: &'static str,
+    provider_failure: Option<String>,
+    /// Step of the first read of each path.
+    first_reads: BTreeMap<String, u32>,
+    /// Model turns taken (the budget counts these).
+    turns: u32,
+}
+
+/// The step loop, from a fresh context: at most `case.step_budget` turns, numbered in the
+/// trace from `first_step` (a multi-session case's later sessions go on from the steps
+/// before; the context's own counter starts at 1 in every session).
+async fn steps(
+    cell: &Cell<'_>,
+    rec: &mut Recorder,
+    mut provider: Box<dyn crate::model::Provider>,
+    first_step: u32,
+) -> io::Result<LoopEnd> {
+    let Cell { plan, ws, .. } = *cell;
+    let case = plan.case.as_ref();
     let spec = plan.spec.as_ref();
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
@@ -213,7 +250,7 @@ async fn work(
         })?;
         let view = index.render(&case.prompt, ".", spec.budgets.repo_map);
         rec.emit(EventBody::RepoMapUsed {
-            step: 1,
+            step: first_step,
             via: "context".into(),
             query: crate::util::truncate_str(&view.query, 200).to_string(),
             files: view.files,
@@ -231,8 +268,11 @@ async fn work(
     let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
     let mut stop_reason = "step_budget_exhausted";
     let mut provider_failure: Option<String> = None;
+    let mut turns = 0;
 
-    for step in 1..=case.step_budget {
+    for turn_no in 1..=case.step_budget {
+        let step = first_step + turn_no - 1;
+        turns = turn_no;
         // In a block: the renderers borrow the state and must be gone before the await below.
         let packed = {
             let memory_view =
@@ -246,7 +286,7 @@ async fn work(
                     repo_map: repo_map.as_deref(),
                     packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
                     memory: memory_section,
-                    step,
+                    step: turn_no,
                     observations: &observations[compactor.folded()..],
                 })
             };
@@ -278,7 +318,7 @@ async fn work(
             budget_tokens,
         })?;
 
-        let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
+        let turn = provider.next_action(&ModelRequest { step: turn_no, sections: texts }).await;
         for retry in &turn.retries {
             rec.emit(EventBody::ModelRetry {
                 step,
@@ -427,7 +467,21 @@ async fn work(
             break;
         }
     }
+    Ok(LoopEnd { stop_reason, provider_failure, first_reads, turns })
+}
 
+/// Scores the workspace once the agent has stopped (tests, then the verifier, with `extra`
+/// checks and metrics added to the verifier's) and writes `run_finished`.
+async fn conclude(
+    cell: &Cell<'_>,
+    rec: &mut Recorder,
+    end: LoopEnd,
+    started: Instant,
+    extra: Option<score::Extra>,
+) -> io::Result<()> {
+    let Cell { plan, ws, trace: trace_path, sandbox, .. } = *cell;
+    let case = plan.case.as_ref();
+    let LoopEnd { stop_reason, provider_failure, first_reads, .. } = end;
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
@@ -459,7 +513,10 @@ async fn work(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
+        let mut verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
+        if let Some(extra) = extra {
+            extra.add_to(&mut verifier);
+        }
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
             duration_ms: verifier.duration_ms,

@@ -40,6 +40,11 @@ pub const NETWORK_PROGRAMS: &[&str] = &[
 /// git subcommands that only read.
 pub const READ_ONLY_GIT: &[&str] = &["status", "diff", "log", "show", "ls-files"];
 
+/// git subcommands a multi-session case also allows: the agent keeps its work in a repository
+/// of its own inside the workspace (`git init`, then `add` and `commit` each session). They
+/// write only `.git` and the index; `.git` stays out of reach of the file tools.
+pub const SESSION_GIT: &[&str] = &["init", "add", "commit"];
+
 /// Python modules that fetch or serve over the network (a submodule of one counts as it).
 const NETWORK_PY_MODULES: &[&str] = &["pip", "ensurepip", "http.server", "urllib.request", "ftplib", "smtplib"];
 
@@ -52,6 +57,8 @@ const DENIED_OPTIONS: &[(&str, &str, &str)] = &[
     ("wc", "files0-from", "takes the files to read from a file, past the argument checks"),
     ("git", "output", "writes a file of its own choosing; use write_file"),
     ("git", "ext-diff", "runs an external diff program"),
+    ("git", "template", "copies hooks from a folder of the caller's choice into .git"),
+    ("git", "separate-git-dir", "puts the repository outside the workspace"),
 ];
 
 /// Options and operands through which a program writes a file: these are checked as writes
@@ -186,18 +193,20 @@ fn decide_command(argv: &[String], case: &Case, root: &Path) -> Decision {
     let args = &argv[1..];
     if program == "git" {
         let sub = args.first().map(String::as_str).unwrap_or("");
+        let mut allowed: Vec<&str> = READ_ONLY_GIT.to_vec();
+        if case.sessions.is_some() {
+            allowed.extend(SESSION_GIT);
+        }
         if sub.starts_with('-') {
             // -c, -C, --exec-path, --git-dir... change what git runs or where it looks.
             return Decision::Deny(format!(
                 "`git {sub}`: git options before the subcommand are not allowed; allowed: git {}",
-                READ_ONLY_GIT.join(", git ")
+                allowed.join(", git ")
             ));
         }
-        if !READ_ONLY_GIT.contains(&sub) {
-            return Decision::Deny(format!(
-                "`git {sub}` is not read-only; allowed: git {}",
-                READ_ONLY_GIT.join(", git ")
-            ));
+        if !allowed.contains(&sub) {
+            let what = if case.sessions.is_some() { "allowed here" } else { "read-only" };
+            return Decision::Deny(format!("`git {sub}` is not {what}; allowed: git {}", allowed.join(", git ")));
         }
     }
     let mut code_arg = None;
@@ -519,6 +528,29 @@ mod tests {
         assert!(denied(decide(&cmd(&["cat", "../outside.txt"]), &c, &root)).contains(".."));
         assert_eq!(decide(&cmd(&["git", "diff"]), &c, &root), Decision::Allow);
         assert_eq!(decide(&cmd(&["python3", "-c", "print(1)"]), &c, &root), Decision::Allow);
+    }
+
+    #[test]
+    fn a_multi_session_case_may_commit_but_not_redirect_git() {
+        let (_g, root) = ws();
+        let mut c = case();
+        c.sessions = Some(crate::bench::sessions::SessionsSpec {
+            count: 2,
+            step_budget: 5,
+            initializer: "i".into(),
+            coding: "c".into(),
+            features: vec![],
+        });
+        let cmd = |argv: &[&str]| Call::RunCommand { argv: argv.iter().map(|s| s.to_string()).collect() };
+        for argv in [&["git", "init"][..], &["git", "add", "-A"], &["git", "commit", "-m", "session 1: init"]] {
+            assert_eq!(decide(&cmd(argv), &c, &root), Decision::Allow, "{argv:?}");
+        }
+        assert!(denied(decide(&cmd(&["git", "init", "--template=tpl"]), &c, &root)).contains("hooks"));
+        assert!(denied(decide(&cmd(&["git", "init", "--separate-git-dir=x"]), &c, &root)).contains("outside"));
+        assert!(denied(decide(&cmd(&["git", "push"]), &c, &root)).contains("not allowed here"));
+        assert!(denied(decide(&cmd(&["git", "-c", "core.hooksPath=h", "commit"]), &c, &root)).contains("options"));
+        let write = Call::WriteFile { path: ".git/hooks/post-commit".into(), content: "x".into(), overwrite: false };
+        assert!(denied(decide(&write, &c, &root)).contains(".git"), "committing leaves .git closed to the file tools");
     }
 
     fn cmd(argv: &[&str]) -> Call {

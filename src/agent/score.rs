@@ -65,6 +65,22 @@ pub struct VerifierRun {
     pub error: Option<String>,
 }
 
+/// Checks and metrics a verifier run gets beyond the case's `verifier:` (a multi-session
+/// case's hidden features, `super::sessions`).
+pub struct Extra {
+    pub checks: Vec<Check>,
+    pub metrics: BTreeMap<String, Value>,
+}
+
+impl Extra {
+    /// Adds these to `run`, which then passes only if they pass too.
+    pub fn add_to(self, run: &mut VerifierRun) {
+        run.passed &= self.checks.iter().all(|c| c.passed);
+        run.checks.extend(self.checks);
+        run.metrics.extend(self.metrics);
+    }
+}
+
 /// Runs the case's tests in `workspace`: the judge's run (with the cell's `trace`) and the
 /// agent's `run_tests` (without) go through this one function, so the agent sees what the
 /// judge will run.

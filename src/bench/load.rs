@@ -116,6 +116,9 @@ struct RawCase {
     verifier: RawVerifier,
     #[serde(default)]
     controls: Vec<String>,
+    /// A multi-session case (`bench::sessions`): how its sessions run, and its hidden features.
+    sessions: Option<super::sessions::RawSessions>,
+    features: Option<Vec<super::sessions::RawFeature>>,
 }
 
 /// `tests:`, in a case or in `defaults:`; a case's keys win over the defaults' one by one.
@@ -451,11 +454,24 @@ fn validate_case(
         .or_else(|| defaults.allowed_programs.clone())
         .unwrap_or_else(|| DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect());
 
-    let step_budget = raw.step_budget.or(defaults.step_budget).unwrap_or(0);
-    if raw.step_budget.is_none() && !defaults_known {
-        given.folded += 1;
-    } else if step_budget == 0 {
-        problem("step_budget", "is missing or 0; give the number of model actions allowed (e.g. 20)".into());
+    let sessions = super::sessions::resolve(raw.sessions, raw.features, &prompt, &mut problem);
+    if sessions.is_some() && raw.step_budget.is_some() {
+        problem(
+            "step_budget",
+            "is per session in a multi-session case; give it as `sessions.step_budget` and remove this one".into(),
+        );
+    }
+    // A multi-session case's budget in all is every session's: what `run_started` records.
+    let step_budget = match &sessions {
+        Some(s) => s.count.saturating_mul(s.step_budget),
+        None => raw.step_budget.or(defaults.step_budget).unwrap_or(0),
+    };
+    if sessions.is_none() {
+        if raw.step_budget.is_none() && !defaults_known {
+            given.folded += 1;
+        } else if step_budget == 0 {
+            problem("step_budget", "is missing or 0; give the number of model actions allowed (e.g. 20)".into());
+        }
     }
     let timeout_s = raw.timeout_s.or(defaults.timeout_s).unwrap_or(60.0);
     if !(timeout_s > 0.0 && timeout_s.is_finite()) {
@@ -544,6 +560,22 @@ fn validate_case(
                 }
                 // Checked above; an action that still does not convert was already reported.
                 oracle = raw.actions.into_iter().filter_map(|a| serde_json::from_value(a).ok()).collect();
+                if let Some(s) = &sessions
+                    && !oracle.is_empty()
+                    && super::sessions::parts(&oracle) != s.count as usize
+                {
+                    problems.push(Problem {
+                        file: oracle_file.clone(),
+                        case: case_label.clone(),
+                        field: Some("actions".into()),
+                        message: format!(
+                            "holds {} session part(s) but the case has {} sessions; end each session's actions with \
+                             `finish`",
+                            super::sessions::parts(&oracle),
+                            s.count
+                        ),
+                    });
+                }
             }
         }
     }
@@ -574,6 +606,7 @@ fn validate_case(
         },
         oracle,
         controls,
+        sessions,
         file: file.to_path_buf(),
     })
 }
@@ -721,14 +754,18 @@ fn lenient_categories(file: &Path) -> Option<Vec<String>> {
 pub fn check_programs(bench: &Benchmark, ids: &[String], search: &std::ffi::OsStr) -> Result<(), LoadError> {
     let mut problems = Vec::new();
     for case in ids.iter().filter_map(|id| bench.case(id)) {
-        let mut commands: Vec<(&str, Vec<String>)> = Vec::new();
+        let mut commands: Vec<(String, Vec<String>)> = Vec::new();
         match &case.tests {
-            TestSpec::Command(argv) => commands.push(("test_command", argv.clone())),
+            TestSpec::Command(argv) => commands.push(("test_command".into(), argv.clone())),
             // hcbench's runner is a Python program.
-            TestSpec::Runner(_) => commands.push(("tests.runner", vec!["python3".into()])),
+            TestSpec::Runner(_) => commands.push(("tests.runner".into(), vec!["python3".into()])),
         }
         if let Some(argv) = &case.verifier.command {
-            commands.push(("verifier.command", argv.clone()));
+            commands.push(("verifier.command".into(), argv.clone()));
+        }
+        // A multi-session case's hidden checks run like verifier commands.
+        for (i, f) in case.sessions.iter().flat_map(|s| s.features.iter().enumerate()) {
+            commands.push((format!("features[{i}].check"), f.check.clone()));
         }
         for (field, argv) in commands {
             let argv = case.expand(&argv, &case.fixture_dir, None);
@@ -742,7 +779,7 @@ pub fn check_programs(bench: &Benchmark, ids: &[String], search: &std::ffi::OsSt
                 problems.push(Problem {
                     file: case.file.clone(),
                     case: Some(case.id.clone()),
-                    field: Some(field.into()),
+                    field: Some(field.clone()),
                     message: format!(
                         "`{program}` {where_}; fix the program name or install it{}",
                         if field == "tests.runner" { " (hcbench's unittest runner needs python3)" } else { "" }

@@ -7,6 +7,7 @@
 
 mod actions;
 mod load;
+pub mod sessions;
 pub mod suite;
 
 use std::fmt;
@@ -169,6 +170,9 @@ pub struct Case {
     pub oracle: Vec<Action>,
     /// Extra controls `hcbench validate` runs on this case (`controls:`).
     pub controls: Vec<Control>,
+    /// A multi-session case (`sessions:` and `features:`): then `step_budget` is every
+    /// session's budget together, and the loop is `agent::sessions`.
+    pub sessions: Option<sessions::SessionsSpec>,
     /// The case file, for error messages.
     pub file: PathBuf,
 }
@@ -231,6 +235,7 @@ impl Case {
             verifier: VerifierSpec::default(),
             oracle: vec![],
             controls: vec![],
+            sessions: None,
             file: PathBuf::new(),
         }
     }

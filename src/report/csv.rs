@@ -37,6 +37,10 @@ const HEADER: &[&str] = &[
     "delegation_steps",
     "delegation_tokens",
     "delegation_cost_usd",
+    // Multi-session cells only (src/report/sessions.rs); empty for the others.
+    "features_passing",
+    "false_claims",
+    "features_per_session",
 ];
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -53,6 +57,7 @@ impl Exporter for Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(HEADER).map_err(err)?;
         for c in &report.cells {
+            let sessions = super::sessions::csv_fields(c);
             w.write_record([
                 c.cell_id.clone(),
                 c.case_id.clone(),
@@ -85,6 +90,9 @@ impl Exporter for Csv {
                 c.delegation_steps.to_string(),
                 (c.delegation_input_tokens + c.delegation_output_tokens).to_string(),
                 opt(c.delegation_cost_usd()),
+                sessions[0].clone(),
+                sessions[1].clone(),
+                sessions[2].clone(),
             ])
             .map_err(err)?;
         }

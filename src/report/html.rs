@@ -123,6 +123,8 @@ struct Page {
     splits: Vec<BreakdownRow>,
     /// An ablate run's tables (context, effects, failures...); empty for other commands.
     ablation: Vec<super::ablation::TableView>,
+    /// The multi-session cells' table (src/report/sessions.rs); absent without such cells.
+    sessions: Option<super::ablation::TableView>,
     heatmap: Heatmap,
     /// The choices of the filter bar above the heatmap, in first-seen order (profiles are the
     /// heatmap's columns, outcomes the legend's classes with a count).
@@ -366,6 +368,7 @@ impl Page {
             categories: category_rows(&report.category_stats, |s| s.category.as_deref()),
             splits: category_rows(report.split_breakdown(), |s| s.split.as_deref()),
             ablation: report.ablation.as_ref().map(super::ablation::tables).unwrap_or_default(),
+            sessions: super::sessions::table(report),
             heatmap: heatmap(report, &dom_ids),
             filter_categories: distinct(report.cells.iter().map(|c| c.category.as_str()).filter(|c| !c.is_empty()))
                 .into_iter()

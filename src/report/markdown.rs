@@ -130,6 +130,7 @@ pub fn render(report: &MatrixReport) -> String {
         ablation(&mut o, a);
     }
 
+    super::sessions::markdown(&mut o, report);
     breakdown(&mut o, "By category", "category", &report.category_stats, |s| s.category.as_deref());
     if !report.split_breakdown().is_empty() {
         let _ = writeln!(o);

@@ -13,6 +13,7 @@ pub mod markdown;
 pub mod model;
 pub mod plan;
 pub mod progress;
+pub(crate) mod sessions;
 pub mod terminal;
 pub mod trend;
 

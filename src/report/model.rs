@@ -526,6 +526,46 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                 diff: None,
                 ok: Some(*passed),
             },
+            EventBody::SessionStarted { index, role, step_budget, first_step } => TimelineEntry {
+                seq: e.seq,
+                step: Some(*first_step),
+                kind: "session_started".into(),
+                title: format!("session {index} ({role}) starts with a fresh context, {step_budget} step(s)"),
+                detail: String::new(),
+                diff: None,
+                ok: None,
+            },
+            EventBody::SessionFinished {
+                index,
+                stop_reason,
+                marked_passing,
+                verified_passing,
+                false_claims,
+                head,
+                ..
+            } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "session_finished".into(),
+                title: format!(
+                    "session {index} ended ({stop_reason}): {} feature(s) verified, {} marked passing{}",
+                    verified_passing.len(),
+                    marked_passing.len(),
+                    if false_claims.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", FALSE claims: {}", false_claims.join(", "))
+                    }
+                ),
+                detail: format!(
+                    "verified: {}\nmarked: {}\nHEAD: {}",
+                    verified_passing.join(", "),
+                    marked_passing.join(", "),
+                    head.as_deref().unwrap_or("(no commit)")
+                ),
+                diff: None,
+                ok: Some(false_claims.is_empty()),
+            },
             EventBody::VerifierResult { passed, checks, .. } => TimelineEntry {
                 seq: e.seq,
                 step: None,

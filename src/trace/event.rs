@@ -104,6 +104,10 @@ event_kinds! {
     DelegationFailed = "delegation_failed",
     /// A tool hook of the agent spec ran: what it decided about one call.
     HookDecision = "hook_decision",
+    /// A session of a multi-session case began, with a fresh context.
+    SessionStarted = "session_started",
+    /// A session of a multi-session case ended: its steps, and the features claimed and verified.
+    SessionFinished = "session_finished",
 }
 
 fn one() -> u32 {
@@ -477,6 +481,38 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         batch: Option<Batch>,
     },
+    /// A session of a multi-session case began (docs/benchmark-format.md, "Multi-session
+    /// cases"): the step loop starts again from a fresh context; only the workspace carries over.
+    SessionStarted {
+        /// 1-based.
+        index: u32,
+        /// `initializer` (session 1) or `coding`: which prompt it got. (Not `kind`, which
+        /// names the event.)
+        role: String,
+        /// Model turns this session may take.
+        step_budget: u32,
+        /// The trace step of the session's first turn: steps run on across sessions.
+        first_step: u32,
+    },
+    /// A session of a multi-session case ended. `marked_passing` is what the agent's
+    /// `feature_list.json` claims, `verified_passing` what the case's hidden checks found, and
+    /// `false_claims` the features in the first and not the second.
+    SessionFinished {
+        index: u32,
+        role: String,
+        /// Model turns the session took.
+        steps_used: u32,
+        /// Why the session's loop stopped (`finished`, `step_budget_exhausted`, ...).
+        stop_reason: String,
+        marked_passing: Vec<String>,
+        verified_passing: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        false_claims: Vec<String>,
+        /// The commit the workspace's git repository is at; absent before its first commit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head: Option<String>,
+        elapsed_ms: u64,
+    },
 }
 
 /// What a delegation spent and returned, in `delegation_completed` and `delegation_failed`.
@@ -530,6 +566,8 @@ impl EventBody {
             EventBody::DelegationCompleted { .. } => EventKind::DelegationCompleted,
             EventBody::DelegationFailed { .. } => EventKind::DelegationFailed,
             EventBody::HookDecision { .. } => EventKind::HookDecision,
+            EventBody::SessionStarted { .. } => EventKind::SessionStarted,
+            EventBody::SessionFinished { .. } => EventKind::SessionFinished,
         }
     }
 }

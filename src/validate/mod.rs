@@ -5,7 +5,9 @@
 //! agent fails, and a tamper agent that weakens the tests fails. Cases that ask for it with
 //! `controls: [violator]` (HC-Bench's policy cases) get one more control: a violator that
 //! attempts a denied action and then applies the oracle's fix must fail, so passing really
-//! requires staying inside the policy. Then the exploit controls
+//! requires staying inside the policy. Multi-session cases get the overclaim control: a first
+//! session that marks every feature passing in `feature_list.json` without implementing any
+//! must fail with every claim flagged false. Then the exploit controls
 //! ([`attacks`]): a fixed set of scripted attacks, each of which tries to get the case passed
 //! without solving it, must all fail (outcome not `passed`, reward 0). A case that misses any
 //! of these is unsound and is named with the reason (and the attack); the exit code is then 1.
@@ -110,6 +112,10 @@ pub(crate) fn run(
         .cloned()
         .collect();
     let violator = Profile::scripted("violator", violator_script(bench, &violator_ids));
+    // Multi-session cases get one more control: an agent that claims every feature passes.
+    let session_ids: Vec<String> =
+        ids.iter().filter(|id| bench.case(id).is_some_and(|c| c.sessions.is_some())).cloned().collect();
+    let overclaim = Profile::scripted(OVERCLAIM, overclaim_script(bench, &session_ids));
     let plan = Plan {
         command: "validate",
         run_id,
@@ -124,6 +130,7 @@ pub(crate) fn run(
     let target = engine::Target { run_id, run_dir: run.path(), isolation: &settings.isolation };
     let mut cells = engine::plan(target, bench, ids, &profiles, 1, spec);
     cells.extend(engine::plan(target, bench, &violator_ids, std::slice::from_ref(&violator), 1, spec));
+    cells.extend(engine::plan(target, bench, &session_ids, std::slice::from_ref(&overclaim), 1, spec));
 
     let progress = sink.progress();
     let session = Session::for_progress(&progress)
@@ -164,6 +171,9 @@ pub(crate) struct CaseVerdict {
     /// Cases with `controls: [violator]` only: the oracle's actions plus one denied network
     /// call must fail.
     pub violator_fails: Option<bool>,
+    /// Multi-session cases only: an agent that marks every feature passing in
+    /// `feature_list.json` without implementing any must fail, each claim flagged as false.
+    pub overclaim_fails: Option<bool>,
     /// Every exploit control, in [`Attack::ALL`]'s order.
     pub attacks: Vec<AttackVerdict>,
     pub sound: bool,
@@ -178,6 +188,25 @@ pub(crate) struct AttackVerdict {
     pub fails: bool,
     /// The cell's outcome (`failed`, `passed`, ..., `incomplete` without a result).
     pub outcome: String,
+}
+
+/// The profile of the multi-session control that claims without working.
+const OVERCLAIM: &str = "overclaim";
+
+/// For multi-session cases: a first session that writes `feature_list.json` with every
+/// feature marked passing and does nothing else; the later sessions finish at once.
+fn overclaim_script(bench: &Benchmark, ids: &[String]) -> Script {
+    let mut cases = BTreeMap::new();
+    for case in ids.iter().filter_map(|id| bench.case(id)) {
+        let Some(sessions) = &case.sessions else { continue };
+        let list: Vec<serde_json::Value> =
+            sessions.features.iter().map(|f| serde_json::json!({"id": f.id, "passes": true})).collect();
+        let content = serde_json::to_string_pretty(&list).expect("a list serializes");
+        let write =
+            serde_json::json!({"path": crate::agent::sessions::FEATURE_LIST, "content": content, "overwrite": true});
+        cases.insert(case.id.clone(), vec![Action::new("write_file", write), Action::finish("every feature passes")]);
+    }
+    Script::fixed(OVERCLAIM, vec![Action::finish("")], cases)
 }
 
 /// A script that overwrites every test file of each case with a test that always passes.
@@ -271,6 +300,18 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
             get("violator").map_or("no result", |s| s.outcome_label())
         ));
     }
+    let overclaim_fails = case.sessions.as_ref().map(|s| {
+        let cell = get(OVERCLAIM);
+        let flagged = cell.and_then(|c| c.metrics.get("false_claims")).and_then(|v| v.as_u64());
+        outcome(OVERCLAIM) == Some(Outcome::Failed) && flagged == Some(s.features.len() as u64)
+    });
+    if overclaim_fails == Some(false) {
+        problems.push(format!(
+            "the overclaim control (every feature marked passing, none implemented) does not fail with every claim \
+             flagged false: {}",
+            get(OVERCLAIM).map_or("no result", |s| s.outcome_label())
+        ));
+    }
     let attacks: Vec<AttackVerdict> = Attack::ALL
         .iter()
         .map(|a| {
@@ -295,6 +336,7 @@ fn verdict(case: &Case, cells: &BTreeMap<&str, &CellSummary>) -> CaseVerdict {
         nop_fails,
         tamper_fails,
         violator_fails,
+        overclaim_fails,
         attacks,
         sound: problems.is_empty(),
         problems,
@@ -335,6 +377,7 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
         "nop fails",
         "tamper fails",
         "violator fails",
+        "overclaim fails",
         "attacks fail",
         "verdict",
     ]);
@@ -347,6 +390,7 @@ fn render_table(verdicts: &[CaseVerdict], run_dir: &Path) -> String {
             mark(v.nop_fails).into(),
             mark(v.tamper_fails).into(),
             v.violator_fails.map_or("-", mark).into(),
+            v.overclaim_fails.map_or("-", mark).into(),
             attacks_cell(&v.attacks),
             if v.sound { "sound".into() } else { "UNSOUND".to_string() },
         ]);

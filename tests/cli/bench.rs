@@ -8,12 +8,12 @@ use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch};
 use crate::{Test, repo_root};
 
 #[test]
-fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
+fn hc_bench_has_forty_three_cases_stratified_by_category_and_split() {
     let bench = load_benchmark(&repo_root(), "hc-bench").expect("hc-bench loads without problems");
-    assert_eq!(bench.cases.len(), 40);
+    assert_eq!(bench.cases.len(), 43);
     assert_eq!(
         bench.categories,
-        ["bugfix", "recovery", "greenfield", "context", "policy"],
+        ["bugfix", "recovery", "greenfield", "context", "policy", "sessions"],
         "declared in benchmark.yaml"
     );
     let mut by: BTreeMap<(&str, Split), usize> = BTreeMap::new();
@@ -29,23 +29,32 @@ fn hc_bench_has_forty_cases_stratified_by_category_and_split() {
         if c.category == "context" {
             assert!(c.verifier.first_read.is_some(), "{}: context cases record the first read of the target", c.id);
         }
+        // Multi-session cases are exactly the `sessions` category's, each with a hidden
+        // verifier of several features.
+        assert_eq!(c.sessions.is_some(), c.category == "sessions", "{}: sessions", c.id);
+        if let Some(s) = &c.sessions {
+            assert!(s.count >= 2 && s.features.len() >= 3, "{}: sessions and features", c.id);
+        }
     }
-    for cat in &bench.categories {
+    // Five categories of eight single-session cases, and three multi-session cases.
+    for cat in bench.categories.iter().filter(|c| *c != "sessions") {
         let cat = cat.as_str();
         let n: usize = Split::ALL.iter().map(|s| by.get(&(cat, *s)).copied().unwrap_or(0)).sum();
         assert_eq!(n, 8, "{cat}: 8 cases");
         assert_eq!(by.get(&(cat, Split::Test)), Some(&2), "{cat}: 2 test cases");
     }
     let split = |s: Split| bench.cases.iter().filter(|c| c.split == s).count();
-    assert_eq!((split(Split::Train), split(Split::Test), split(Split::Heldout)), (24, 10, 6));
+    let sessions = |s: Split| by.get(&("sessions", s)).copied().unwrap_or(0);
+    assert_eq!((sessions(Split::Train), sessions(Split::Test), sessions(Split::Heldout)), (1, 1, 1));
+    assert_eq!((split(Split::Train), split(Split::Test), split(Split::Heldout)), (25, 11, 7));
 
     let smoke = select_suite(&repo_root(), "smoke", &bench).unwrap();
     assert_eq!(smoke.len(), 5);
     let cats: std::collections::BTreeSet<&str> =
         smoke.iter().map(|id| bench.case(id).unwrap().category.as_str()).collect();
-    assert_eq!(cats.len(), 5, "smoke has one case per category");
+    assert_eq!(cats.len(), 5, "smoke has one case per single-session category");
     let nightly = select_suite(&repo_root(), "nightly", &bench).unwrap();
-    assert_eq!(nightly.len(), 34, "nightly is everything but heldout");
+    assert_eq!(nightly.len(), 36, "nightly is everything but heldout");
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod report_snapshots;
 mod run;
 mod rundir;
 mod sandbox;
+mod sessions;
 mod shard;
 mod trend;
 mod trend_html;

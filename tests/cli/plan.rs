@@ -6,8 +6,8 @@ use crate::Test;
 fn plan_states_cells_and_power_before_anything_runs() {
     let out = Test::new().args(&["plan", "--profiles", "oracle,nop", "--epochs", "3", "--target-diff", "0.1"]).run();
     let out = out.code(0);
-    assert!(out.stdout.contains("40 case(s) x 3 epoch(s) x 2 profile(s) = 240 cell(s)"), "{}", out.stdout);
-    assert!(out.stdout.contains("smallest detectable difference between two profiles: 25.6 points"), "{}", out.stdout);
+    assert!(out.stdout.contains("43 case(s) x 3 epoch(s) x 2 profile(s) = 258 cell(s)"), "{}", out.stdout);
+    assert!(out.stdout.contains("smallest detectable difference between two profiles: 24.7 points"), "{}", out.stdout);
     assert!(out.stdout.contains("to detect 10.0 points: 262 case(s) at 3 epoch(s)"), "{}", out.stdout);
 
     // Five cases cannot show any difference at 5%: the plan says so instead of a number.

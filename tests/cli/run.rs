@@ -91,7 +91,9 @@ fn a_do_nothing_agent_fails_every_case() {
     for (cell, s) in &cells {
         assert_eq!(s["outcome"], "failed", "{cell} must fail when the agent does nothing");
         assert_eq!(s["tests_passed"], false, "{cell}: the baseline tests must fail");
-        assert_eq!(s["steps"], 1);
+        // One `finish` per session: a multi-session case's sessions each take one step.
+        let sessions = s["sessions"].as_array().map_or(1, Vec::len);
+        assert_eq!(s["steps"], sessions as u64, "{cell}");
     }
 }
 
@@ -339,7 +341,7 @@ fn list_shows_cases_with_category_split_and_size() {
     let rows = rows.as_array().unwrap();
     assert!(rows.len() >= 10);
     let categories: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["category"].as_str().unwrap()).collect();
-    assert_eq!(categories.len(), 5, "all five categories are present: {categories:?}");
+    assert_eq!(categories.len(), 6, "all six categories are present: {categories:?}");
     assert!(rows.iter().all(|r| r["fixture_bytes"].as_u64().unwrap() > 0));
 
     // The split column is each case file's `split:`, and all three splits occur.

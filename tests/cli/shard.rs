@@ -84,8 +84,9 @@ fn shards_of_hc_bench_merge_into_the_unsharded_run_for_1_2_3_and_7_parts() {
     let dir = tempfile::tempdir().unwrap();
     let full = dir.path().join("full");
     matrix(&full, &[]).run().code(0);
-    let planned = manifest(&full)["cases"].as_array().unwrap().len() * 2 * 2;
-    assert_eq!(planned, 160, "HC-Bench: 40 cases x 2 profiles x 2 epochs");
+    let cases = manifest(&full)["cases"].as_array().unwrap().len();
+    assert!(cases >= 40, "the whole of HC-Bench: {cases} cases");
+    let planned = cases * 2 * 2;
     let history = dir.path().join("history");
 
     let mut merges = 0;
@@ -127,7 +128,7 @@ fn shards_of_hc_bench_merge_into_the_unsharded_run_for_1_2_3_and_7_parts() {
             .run()
             .code(0)
             .stderr_has(&format!("merged {n} shard run(s) of {n}"))
-            .stderr_has("160 of 160 planned cell(s) have a result");
+            .stderr_has(&format!("{planned} of {planned} planned cell(s) have a result"));
         merges += 1;
         assert_eq!(in_history(), merges, "the merged run is appended once");
         assert_same_reports(&full, &merged, &shards);
