@@ -141,6 +141,9 @@ pub struct CellSummary {
     /// case declares none (`target_declared` tells the two apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_target_read_step: Option<u32>,
+    /// Times the cell continued from a checkpoint after an interruption (`resumed` events).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumes: u32,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -193,9 +196,17 @@ pub(crate) fn skipped_sentence(summaries: &[CellSummary]) -> Option<String> {
 }
 
 /// Incremental fold over a cell's events.
-#[derive(Debug)]
+///
+/// A resumed cell's trace holds events the interrupted process wrote after its last
+/// checkpoint; they did happen, but the resumed loop continued from the checkpoint as if they
+/// had not. So the fold keeps a copy of itself as it was at each `checkpoint` event, and a
+/// `resumed` event puts that copy back: the summary is the one an uninterrupted run of the
+/// same actions folds, plus the resume.
+#[derive(Debug, Clone)]
 pub struct SummaryBuilder {
     s: Option<CellSummary>,
+    /// The fold as it stood at the last `checkpoint` event (without its own snapshot).
+    at_checkpoint: Option<Box<SummaryBuilder>>,
     /// Events per kind, indexed by `EventKind as usize`: cheaper per event than the summary's
     /// map, which `finish` fills from it.
     kind_counts: [u64; EventKind::ALL.len()],
@@ -208,6 +219,7 @@ impl Default for SummaryBuilder {
     fn default() -> Self {
         SummaryBuilder {
             s: None,
+            at_checkpoint: None,
             kind_counts: [0; EventKind::ALL.len()],
             modified: BTreeSet::new(),
             read_paths: BTreeSet::new(),
@@ -228,6 +240,12 @@ impl SummaryBuilder {
     /// Folds one lean event of the cell `cell_id` of run `run_id` (replay's path; the live
     /// path converts to the same shape, so both go through exactly this code).
     pub fn observe_lean(&mut self, run_id: &str, cell_id: &str, event: Lean) {
+        if let LeanBody::Resumed = event.body
+            && let Some(saved) = self.at_checkpoint.take()
+        {
+            // Back to the checkpoint the cell continued from; the resume itself is counted below.
+            *self = *saved;
+        }
         let s = self.s.get_or_insert_with(|| CellSummary {
             schema_version: SUMMARY_SCHEMA_VERSION,
             run_id: run_id.to_string(),
@@ -343,6 +361,12 @@ impl SummaryBuilder {
                 s.reason = f.reason;
                 s.wall_ms = f.elapsed_ms;
             }
+            LeanBody::Resumed => s.resumes += 1,
+            LeanBody::Checkpoint => {
+                let mut saved = self.clone();
+                saved.at_checkpoint = None;
+                self.at_checkpoint = Some(Box::new(saved));
+            }
             LeanBody::Other => {}
         }
     }
@@ -350,6 +374,11 @@ impl SummaryBuilder {
     /// Policy denials seen so far (the verifier's `forbid_denials` check reads this).
     pub fn denials(&self) -> u32 {
         self.s.as_ref().map_or(0, |s| s.policy_denials)
+    }
+
+    /// Input and output tokens counted so far (a checkpoint records them).
+    pub fn tokens(&self) -> (u64, u64) {
+        self.s.as_ref().map_or((0, 0), |s| (s.input_tokens, s.output_tokens))
     }
 
     /// Model actions seen so far.
@@ -486,7 +515,11 @@ pub enum LeanBody {
     MemoryUpdated,
     ContextCompacted,
     PolicyRetry,
-    /// Kinds the fold only counts (state_updated, repo_map_built).
+    /// A saved state the fold may come back to.
+    Checkpoint,
+    /// Back to the last checkpoint.
+    Resumed,
+    /// Kinds the fold only counts (state_updated, repo_map_built, resume_refused).
     Other,
 }
 
@@ -685,7 +718,11 @@ impl Lean {
             EventBody::MemoryUpdated { .. } => LeanBody::MemoryUpdated,
             EventBody::ContextCompacted { .. } => LeanBody::ContextCompacted,
             EventBody::PolicyRetry { .. } => LeanBody::PolicyRetry,
-            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } => LeanBody::Other,
+            EventBody::Checkpoint { .. } => LeanBody::Checkpoint,
+            EventBody::Resumed { .. } => LeanBody::Resumed,
+            EventBody::StateUpdated { .. } | EventBody::RepoMapBuilt { .. } | EventBody::ResumeRefused { .. } => {
+                LeanBody::Other
+            }
         };
         Lean { kind: e.body.kind(), body }
     }
@@ -737,7 +774,15 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
             IgnoredAny::deserialize(d)?;
             LeanBody::PolicyRetry
         }
-        EventKind::StateUpdated | EventKind::RepoMapBuilt => {
+        EventKind::Checkpoint => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::Checkpoint
+        }
+        EventKind::Resumed => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::Resumed
+        }
+        EventKind::StateUpdated | EventKind::RepoMapBuilt | EventKind::ResumeRefused => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }

@@ -8,6 +8,7 @@
 //! live summary and a later replay agree by construction.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod compaction;
 pub mod context;
 pub mod memory;
@@ -34,6 +35,7 @@ use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, Batch, EventBody, Outcome};
 use compaction::Compactor;
+use checkpoint::{LoopState, Reopened};
 use context::{ContextState, Observation, Rendered};
 use memory::WorkingMemory;
 use policy::Decision;
@@ -83,15 +85,35 @@ impl Recorder {
 
 /// Runs one cell to its end. Errors only when the trace itself cannot be written.
 pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
+    run_cell_with(plan, &crate::events::NullSink).await
+}
+
+/// [`run_cell`], telling `sink` when the cell continues an interrupted attempt from its last
+/// checkpoint, or cannot and starts over (`checkpoint.rs`).
+pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let started = Instant::now();
     // artifacts/ is made by the first output that needs it (`store_output`): most cells have none.
     std::fs::create_dir_all(&plan.cell_dir)?;
     let trace_path = plan.cell_dir.join("trace.jsonl");
-    let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
-    let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
     let case = plan.case.as_ref();
-    let provider = plan.profile.provider_for(case, plan.epoch);
+    let mut provider = plan.profile.provider_for(case, plan.epoch);
+    // A trace left by an earlier attempt of this cell (`matrix --resume`): continue it from its
+    // last checkpoint, or set it aside and start over.
+    let (refused, resumed) = match checkpoint::reopen(plan, provider.as_mut(), sink)? {
+        Reopened::Resumed(r) => (None, Some(r)),
+        Reopened::Refused { reason, abandoned_trace } => (Some(EventBody::ResumeRefused { reason, abandoned_trace }), None),
+        Reopened::Nothing => (None, None),
+    };
+    let (mut rec, resumed) = match resumed {
+        Some(r) => (r.0, Some(r.1)),
+        None => {
+            let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
+            (Recorder { writer, summary: SummaryBuilder::new() }, None)
+        }
+    };
+    let started = resumed.as_ref().map_or(started, |r| r.started);
 
+    if resumed.is_none() {
     rec.emit(EventBody::RunStarted {
         benchmark: plan.benchmark.clone(),
         case_id: case.id.clone(),
@@ -106,6 +128,10 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
         sandbox: Some(Box::new(plan.sandbox.info())),
     })?;
+        if let Some(refused) = refused {
+            rec.emit(refused)?;
+        }
+    }
 
     // A profile whose server was found unreachable (its circuit breaker is open) runs nothing
     // more: the cell ends before its workspace exists, as a provider_error `--resume` retries.
@@ -120,7 +146,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         return Ok(finish(rec));
     }
 
-    let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace")) {
+    let fresh = || crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace"));
+    let ws = match resumed.as_ref().map_or_else(fresh, |r| Ok(r.ws.clone())) {
         Ok(ws) => ws,
         Err(e) => {
             rec.emit(EventBody::RunFinished {
@@ -153,7 +180,9 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         }
     };
     let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox };
-    match tokio::time::timeout(case.cell_timeout, work(&cell, &mut rec, provider, started)).await {
+    // A resumed cell has what its interrupted attempt left of the limit.
+    let limit = case.cell_timeout.saturating_sub(resumed.as_ref().map_or(std::time::Duration::ZERO, |r| r.used));
+    match tokio::time::timeout(limit, work(&cell, &mut rec, provider, started, resumed)).await {
         Ok(ended) => ended?,
         Err(_) => rec.emit(EventBody::RunFinished {
             outcome: Outcome::Timeout,
@@ -184,6 +213,7 @@ async fn work(
     rec: &mut Recorder,
     mut provider: Box<dyn crate::model::Provider>,
     started: Instant,
+    resumed: Option<checkpoint::ResumedCell>,
 ) -> io::Result<()> {
     let Cell { plan, ws, trace: trace_path, sandbox } = *cell;
     let case = plan.case.as_ref();
@@ -195,7 +225,8 @@ async fn work(
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
     // which keeps the context's prefix stable (docs/context.md).
-    let repo_map = if spec.repo_map && managed {
+    // A resumed cell's map is in its checkpoint, and its events in the trace already.
+    let repo_map = if resumed.is_none() && spec.repo_map && managed {
         let index = repomap::RepoIndex::build(ws);
         let stats = index.stats();
         rec.emit(EventBody::RepoMapBuilt {
@@ -217,39 +248,43 @@ async fn work(
     } else {
         None
     };
-    let mut memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
-    let mut invalid_in_a_row = 0u32;
-    let mut observations: Vec<Observation> = Vec::new();
-    let mut compactor = Compactor::default();
-    let mut files_modified: Vec<String> = Vec::new();
-    let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
-    let mut stop_reason = "step_budget_exhausted";
+    // Everything the loop carries from step to step, in one struct so the checkpoint after
+    // each step saves all of it (`checkpoint.rs`).
+    let (mut state, mut checkpoints) = match resumed {
+        Some(r) => (r.state, Some(r.checkpointer)),
+        None => {
+            let memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
+            (LoopState { repo_map, memory, ..LoopState::default() }, checkpoint::Checkpointer::for_fresh(ws, &plan.cell_dir))
+        }
+    };
+    let mut stop_reason = if state.finished { "finished" } else { "step_budget_exhausted" };
     let mut provider_failure: Option<String> = None;
+    let steps = if state.finished { 1..=0 } else { state.step + 1..=case.step_budget };
 
-    for step in 1..=case.step_budget {
+    for step in steps {
         // In a block: the renderers borrow the state and must be gone before the await below.
         let packed = {
             let memory_view =
-                |budget: usize| Rendered::from(memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
-            let memory_section = memory.is_some().then_some(&memory_view as context::Renderer<'_>);
+                |budget: usize| Rendered::from(state.memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
+            let memory_section = state.memory.is_some().then_some(&memory_view as context::Renderer<'_>);
             let pack_with = |compactor: &Compactor| {
                 let summary = |budget: usize| compactor.render(budget);
                 context::pack(&ContextState {
                     case,
                     spec,
-                    repo_map: repo_map.as_deref(),
+                    repo_map: state.repo_map.as_deref(),
                     packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
                     memory: memory_section,
                     step,
-                    observations: &observations[compactor.folded()..],
+                    observations: &state.observations[compactor.folded()..],
                 })
             };
-            let mut packed = pack_with(&compactor);
+            let mut packed = pack_with(&state.compactor);
             // Observations no longer fit: fold the oldest into the summary instead of losing them.
             if managed
                 && spec.compaction
                 && packed.dropped_observations()
-                && let Some(folded) = compactor.fold(&observations, spec.budgets.observations)
+                && let Some(folded) = state.compactor.fold(&state.observations, spec.budgets.observations)
             {
                 rec.emit(EventBody::ContextCompacted {
                     step,
@@ -258,7 +293,7 @@ async fn work(
                     summary_tokens: folded.summary_tokens,
                     carried: folded.carried,
                 })?;
-                packed = pack_with(&compactor);
+                packed = pack_with(&state.compactor);
             }
             packed
         };
@@ -291,15 +326,15 @@ async fn work(
                     message: message.clone(),
                     usage: turn.usage.clone(),
                 })?;
-                invalid_in_a_row += 1;
-                if invalid_in_a_row >= spec.max_invalid_replies {
+                state.invalid_in_a_row += 1;
+                if state.invalid_in_a_row >= spec.max_invalid_replies {
                     stop_reason = "invalid_replies";
                     break;
                 }
                 let text =
                     format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
                 rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
-                observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
+                state.observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
@@ -314,7 +349,7 @@ async fn work(
                 break;
             }
         };
-        invalid_in_a_row = 0;
+        state.invalid_in_a_row = 0;
         let size = reply.actions.len();
         for (i, action) in reply.actions.iter().enumerate() {
             rec.emit(EventBody::ModelAction {
@@ -333,10 +368,10 @@ async fn work(
             cell,
             step,
             size,
-            memory: memory.as_mut(),
-            observations: &mut observations,
-            files_modified: &mut files_modified,
-            first_reads: &mut first_reads,
+            memory: state.memory.as_mut(),
+            observations: &mut state.observations,
+            files_modified: &mut state.files_modified,
+            first_reads: &mut state.first_reads,
         };
         for group in batch::plan(&reply.actions) {
             let indices = match group {
@@ -395,8 +430,17 @@ async fn work(
                 }
             }
         }
-        files_modified.sort();
-        rec.emit(EventBody::StateUpdated { step, steps_used: step, files_modified: files_modified.clone(), finished })?;
+        state.files_modified.sort();
+        rec.emit(EventBody::StateUpdated {
+            step,
+            steps_used: step,
+            files_modified: state.files_modified.clone(),
+            finished,
+        })?;
+        (state.step, state.finished) = (step, finished);
+        if let Some(c) = checkpoints.as_mut() {
+            checkpoint::save(rec, c, plan, &state, provider.as_ref(), started)?;
+        }
         if finished {
             stop_reason = "finished";
             break;
@@ -433,7 +477,8 @@ async fn work(
                 })?;
             }
         }
-        let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
+        let facts =
+            score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads: state.first_reads };
         let verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,
