@@ -1275,7 +1275,105 @@ mod tests {
                 reason: "the verifier failed".into(),
                 elapsed_ms: 77,
             }],
+            // At the end of the trace, nothing follows the checkpoint, so the resume discards
+            // nothing and the counts above hold.
+            EventKind::Checkpoint => vec![EventBody::Checkpoint {
+                step: 7,
+                path: "checkpoint/step-0007.json".into(),
+                sha256: "0".repeat(64),
+                bytes: 2000,
+                duration_us: 300,
+            }],
+            EventKind::Resumed => vec![EventBody::Resumed {
+                from_step: 7,
+                checkpoint: "checkpoint/step-0007.json".into(),
+                checkpoint_seq: 0,
+                discarded_events: 0,
+                workspace_restored: false,
+                restore_ms: 1,
+                duration_ms: 3,
+            }],
+            EventKind::ResumeRefused => vec![EventBody::ResumeRefused {
+                reason: "the trace has no checkpoint".into(),
+                abandoned_trace: "trace.jsonl.abandoned-1".into(),
+            }],
         }
+    }
+
+    #[test]
+    fn a_resumed_trace_folds_to_the_summary_of_the_run_it_continues() {
+        let usage = || Some(Usage { input_tokens: 100, output_tokens: 10, ..Default::default() });
+        let action = |step: u32| EventBody::ModelAction {
+            step,
+            tool: "edit_file".into(),
+            args: serde_json::json!({}),
+            usage: usage(),
+            latency_ms: 5,
+            batch: None,
+        };
+        let result = |step: u32, path: &str| EventBody::ToolResult {
+            step,
+            tool: "edit_file".into(),
+            ok: true,
+            denied: false,
+            output: "edited".into(),
+            output_bytes: 6,
+            artifact: None,
+            modified: vec![path.into()],
+            read: None,
+            duration_ms: 1,
+            batch: None,
+        };
+        let checkpoint = EventBody::Checkpoint {
+            step: 1,
+            path: "checkpoint/step-0001.json".into(),
+            sha256: "0".repeat(64),
+            bytes: 10,
+            duration_us: 1,
+        };
+        let start = examples(EventKind::RunStarted).remove(0);
+        let end = examples(EventKind::RunFinished).remove(0);
+        let fold = |bodies: Vec<EventBody>| {
+            let mut b = SummaryBuilder::new();
+            for (seq, body) in bodies.into_iter().enumerate() {
+                b.observe(&Event {
+                    schema_version: crate::trace::SCHEMA_VERSION,
+                    run_id: "r".into(),
+                    cell_id: "c".into(),
+                    seq: seq as u64,
+                    ts: String::new(),
+                    body,
+                });
+            }
+            b.finish().unwrap()
+        };
+        let whole =
+            fold(vec![start.clone(), action(1), result(1, "a.py"), checkpoint.clone(), action(2), result(2, "b.py"), end.clone()]);
+        // Killed during step 2 after its edit ran; resumed from step 1, step 2 ran again.
+        let resumed = fold(vec![
+            start,
+            action(1),
+            result(1, "a.py"),
+            checkpoint,
+            action(2),
+            result(2, "killed.py"),
+            examples(EventKind::Resumed).remove(0),
+            action(2),
+            result(2, "b.py"),
+            end,
+        ]);
+        assert_eq!(resumed.resumes, 1);
+        assert_eq!(resumed.files_modified, ["a.py", "b.py"], "the killed step's edit is not counted");
+        assert_eq!((resumed.steps, resumed.input_tokens, resumed.tool_calls), (2, 200, 2));
+        let same = |s: &CellSummary| {
+            let mut s = s.clone();
+            s.resumes = 0;
+            s.events = 0;
+            s.event_counts.remove("resumed");
+            s
+        };
+        assert_eq!(same(&resumed), same(&whole), "but for the resume itself, the same summary");
+        assert_eq!(resumed.events, whole.events + 1);
     }
 
     #[test]
@@ -1468,13 +1566,13 @@ mod tests {
             &[
                 r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"subagent_spawned","data":{"step":1,"notes":["x"]}}"#,
                 // Another writer's field order: the payload before the kind.
-                r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"checkpoint"}"#,
+                r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"plan_revised"}"#,
                 r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":3,"ts":"t","kind":"subagent_spawned","data":null}"#,
             ],
         );
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean);
-        let skipped: BTreeMap<String, u64> = [("checkpoint".into(), 1), ("subagent_spawned".into(), 2)].into();
+        let skipped: BTreeMap<String, u64> = [("plan_revised".into(), 1), ("subagent_spawned".into(), 2)].into();
         assert_eq!(lean.skipped_events, skipped);
         assert_eq!(CellSummary { skipped_events: BTreeMap::new(), ..lean.clone() }, before, "nothing else changed");
         let note = lean.skipped_note().unwrap();
