@@ -116,8 +116,12 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub jobs: Option<usize>,
     /// Run directory (default: workspace/runs/<run-id>).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub out: Option<PathBuf>,
+    /// Finish an interrupted run: keep cells with a complete trace, continue interrupted cells
+    /// from their last checkpoint, run the rest (as `hcbench matrix --resume RUN_DIR`).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "script")]
+    pub resume: Option<PathBuf>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,

@@ -1347,8 +1347,15 @@ mod tests {
             }
             b.finish().unwrap()
         };
-        let whole =
-            fold(vec![start.clone(), action(1), result(1, "a.py"), checkpoint.clone(), action(2), result(2, "b.py"), end.clone()]);
+        let whole = fold(vec![
+            start.clone(),
+            action(1),
+            result(1, "a.py"),
+            checkpoint.clone(),
+            action(2),
+            result(2, "b.py"),
+            end.clone(),
+        ]);
         // Killed during step 2 after its edit ran; resumed from step 1, step 2 ran again.
         let resumed = fold(vec![
             start,

@@ -361,7 +361,10 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
     }
     let events = read.events;
     if let Some(e) = events.iter().find(|e| e.run_id != cell.run_id || e.cell_id != cell.cell_id) {
-        return refuse(format!("the trace holds an event of run {:?} cell {:?}, not of this cell", e.run_id, e.cell_id));
+        return refuse(format!(
+            "the trace holds an event of run {:?} cell {:?}, not of this cell",
+            e.run_id, e.cell_id
+        ));
     }
     let Some(at) = events.iter().rposition(|e| matches!(e.body, EventBody::Checkpoint { .. })) else {
         return refuse("the trace has no checkpoint (the cell was interrupted before its first step ended)");

@@ -34,8 +34,8 @@ use crate::replay::{CellSummary, SummaryBuilder};
 use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, Batch, EventBody, Outcome};
-use compaction::Compactor;
 use checkpoint::{LoopState, Reopened};
+use compaction::Compactor;
 use context::{ContextState, Observation, Rendered};
 use memory::WorkingMemory;
 use policy::Decision;
@@ -101,7 +101,9 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
     // last checkpoint, or set it aside and start over.
     let (refused, resumed) = match checkpoint::reopen(plan, provider.as_mut(), sink)? {
         Reopened::Resumed(r) => (None, Some(r)),
-        Reopened::Refused { reason, abandoned_trace } => (Some(EventBody::ResumeRefused { reason, abandoned_trace }), None),
+        Reopened::Refused { reason, abandoned_trace } => {
+            (Some(EventBody::ResumeRefused { reason, abandoned_trace }), None)
+        }
         Reopened::Nothing => (None, None),
     };
     let (mut rec, resumed) = match resumed {
@@ -114,20 +116,20 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
     let started = resumed.as_ref().map_or(started, |r| r.started);
 
     if resumed.is_none() {
-    rec.emit(EventBody::RunStarted {
-        benchmark: plan.benchmark.clone(),
-        case_id: case.id.clone(),
-        category: case.category.to_string(),
-        split: case.split.to_string(),
-        profile: plan.profile.name().to_string(),
-        model: provider.info(),
-        step_budget: case.step_budget,
-        epoch: plan.epoch,
-        agent_spec: plan.spec.digest.clone(),
-        ablation: plan.ablation.clone(),
-        hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        sandbox: Some(Box::new(plan.sandbox.info())),
-    })?;
+        rec.emit(EventBody::RunStarted {
+            benchmark: plan.benchmark.clone(),
+            case_id: case.id.clone(),
+            category: case.category.to_string(),
+            split: case.split.to_string(),
+            profile: plan.profile.name().to_string(),
+            model: provider.info(),
+            step_budget: case.step_budget,
+            epoch: plan.epoch,
+            agent_spec: plan.spec.digest.clone(),
+            ablation: plan.ablation.clone(),
+            hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            sandbox: Some(Box::new(plan.sandbox.info())),
+        })?;
         if let Some(refused) = refused {
             rec.emit(refused)?;
         }
@@ -254,7 +256,10 @@ async fn work(
         Some(r) => (r.state, Some(r.checkpointer)),
         None => {
             let memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
-            (LoopState { repo_map, memory, ..LoopState::default() }, checkpoint::Checkpointer::for_fresh(ws, &plan.cell_dir))
+            (
+                LoopState { repo_map, memory, ..LoopState::default() },
+                checkpoint::Checkpointer::for_fresh(ws, &plan.cell_dir),
+            )
         }
     };
     let mut stop_reason = if state.finished { "finished" } else { "step_budget_exhausted" };
@@ -334,7 +339,13 @@ async fn work(
                 let text =
                     format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
                 rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
-                state.observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
+                state.observations.push(Observation::new(
+                    step,
+                    "(invalid reply)",
+                    "(invalid reply)".into(),
+                    "failed",
+                    &text,
+                ));
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
@@ -477,8 +488,11 @@ async fn work(
                 })?;
             }
         }
-        let facts =
-            score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads: state.first_reads };
+        let facts = score::TraceFacts {
+            denials: rec.summary.denials(),
+            steps: rec.summary.steps(),
+            first_reads: state.first_reads,
+        };
         let verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
         rec.emit(EventBody::VerifierResult {
             passed: verifier.passed,

@@ -56,8 +56,12 @@ fn scratch() -> Scratch {
 
 /// `hcbench matrix` with the script, as `Test::run` would start it, but as a child to kill.
 fn spawn_matrix(s: &Scratch, run_dir: &Path) -> Child {
+    spawn(s, &["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"], run_dir)
+}
+
+fn spawn(s: &Scratch, args: &[&str], run_dir: &Path) -> Child {
     Command::new(BIN)
-        .args(["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"])
+        .args(args)
         .arg(run_dir)
         .current_dir(s.path())
         .env_remove("HCBENCH_ROOT")
@@ -75,9 +79,9 @@ fn kill_after_checkpoint(child: &mut Child, trace: &Path, step: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let seen = std::fs::read_to_string(trace).is_ok_and(|t| {
-            t.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|e| {
-                e["kind"] == "checkpoint" && e["data"]["step"] == step
-            })
+            t.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|e| e["kind"] == "checkpoint" && e["data"]["step"] == step)
         });
         if seen {
             break;
@@ -141,7 +145,8 @@ fn uninterrupted(s: &Scratch) -> Value {
     assert_eq!(whole["outcome"], "passed", "{}", whole["reason"]);
     assert_eq!(whole["steps"], 14);
     let ev = trace_events(&run_dir.join("cells").join(CELL).join("trace.jsonl"));
-    let checkpoints: Vec<u64> = ev.iter().filter(|e| e["kind"] == "checkpoint").map(|e| e["step"].as_u64().unwrap()).collect();
+    let checkpoints: Vec<u64> =
+        ev.iter().filter(|e| e["kind"] == "checkpoint").map(|e| e["step"].as_u64().unwrap()).collect();
     assert_eq!(checkpoints, (1..=14).collect::<Vec<_>>(), "one checkpoint per step");
     whole
 }
@@ -222,7 +227,11 @@ fn a_corrupt_checkpoint_is_refused_and_the_cell_starts_over_correctly() {
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
     let out = resume(&s, &run_dir).code(0);
-    assert!(out.stderr.contains(&format!("warning: {CELL}: checkpoint refused, the cell starts over from step 0")), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("warning: {CELL}: checkpoint refused, the cell starts over from step 0")),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("not the") && out.stderr.contains("its checkpoint event names"), "{}", out.stderr);
     let ev = trace_events(&trace);
     assert_eq!(ev[1]["kind"], "resume_refused", "said in the fresh trace, right after run_started");
@@ -262,13 +271,20 @@ fn a_corrupt_checkpoint_is_refused_and_the_cell_starts_over_correctly() {
 fn a_workspace_changed_after_the_checkpoint_is_restored_and_verified() {
     let s = scratch();
     let whole = uninterrupted(&s);
-    let (run_dir, trace) = killed_at_step_5(&s, "changed");
+    // Started by `hcbench run` and finished by `hcbench run --resume`, which finishes a run
+    // directory as `matrix --resume` does.
+    let run_dir = s.path().join("changed");
+    let trace = run_dir.join("cells").join(CELL).join("trace.jsonl");
+    let mut child =
+        spawn(&s, &["run", "--benchmark", "demo", "--format", "json", "--profile", "scripter", "--out"], &run_dir);
+    kill_after_checkpoint(&mut child, &trace, 5);
     // By step 5 the agent wrote notes/a.txt and fixed calc.py; undo and add to that.
     let ws = run_dir.join("cells").join(CELL).join("workspace");
     std::fs::write(ws.join("calc.py"), "broken\n").unwrap();
     std::fs::remove_file(ws.join("notes/a.txt")).unwrap();
     std::fs::write(ws.join("stray.txt"), "not the agent's").unwrap();
-    let out = resume(&s, &run_dir).code(0);
+    let out =
+        Test::new().root(s.path()).args(&["run", "--format", "json", "--resume"]).arg_path(&run_dir).run().code(0);
     assert!(out.stderr.contains("(workspace restored,"), "{}", out.stderr);
     let ev = trace_events(&trace);
     let r = ev.iter().find(|e| e["kind"] == "resumed").expect("resumed");
