@@ -264,7 +264,9 @@ async fn work(
     };
     let mut stop_reason = if state.finished { "finished" } else { "step_budget_exhausted" };
     let mut provider_failure: Option<String> = None;
-    let steps = if state.finished { 1..=0 } else { state.step + 1..=case.step_budget };
+    // A cell resumed after its finishing step goes straight to scoring.
+    let done = state.finished;
+    let steps = (state.step + 1..=case.step_budget).filter(move |_| !done);
 
     for step in steps {
         // In a block: the renderers borrow the state and must be gone before the await below.
