@@ -4,14 +4,16 @@
 //! (the [`LoopState`]: observations, compactor, working memory, repo map, counters, the files
 //! changed and read; the provider's own state; the trace position; the token counters; the
 //! elapsed time) and the digests of every file in the workspace, as
-//! `checkpoint/step-NNNN.json` beside the trace, written atomically. A `checkpoint` event then
+//! `checkpoint/step-NNNN.json` beside the trace, written atomically (renamed into place, not
+//! synced: a sync costs more than the rest of a checkpoint, the trace beside it is not synced
+//! either, and a file a power loss spoiled fails its sha256 check on resume and is refused). A `checkpoint` event then
 //! names the file and its sha256. The event is written after the file, so the last event always
 //! names a complete file; the file of the step before is removed only once the new event is
 //! written, so a kill between the two still finds the older pair.
 //!
 //! The workspace is recorded as digests (path -> sha256, size, mode), kept cheap per step by a
 //! stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
-//! it changed so recently that the file system's clock could hide a second write. Every content
+//! it changed so recently (50 ms) that the file system's coarse clock could hide a second write. Every content
 //! hashed after the cell started is also kept in a content-addressed store
 //! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
 //! fixture, the stored contents over it, the paths the checkpoint does not have removed.
@@ -146,9 +148,11 @@ impl Stat {
     }
 }
 
-/// A file written this close to its hashing may be written again within the same time stamp
-/// (file systems keep coarse clocks), so its cached digest is not trusted next time.
-const RACY_NS: i128 = 1_000_000_000;
+/// A file written this close to its hashing may be written again within the same time stamp:
+/// file systems stamp files from a coarse clock (a jiffy, up to 10 ms), so a second write in
+/// the same tick would leave the stat unchanged. Its cached digest is not trusted next time;
+/// a file older than this cannot be written again without its mtime moving on.
+const RACY_NS: i128 = 50_000_000;
 
 /// The workspace's digests with a stat cache, and the store of contents seen since the start.
 pub struct Digests {
@@ -206,7 +210,7 @@ impl Digests {
                         let sha = sha256_hex(&bytes);
                         if self.keep && !self.stored.contains(&sha) {
                             std::fs::create_dir_all(&self.blobs)?;
-                            crate::util::write_atomic(&self.blobs.join(&sha), &bytes)?;
+                            crate::util::write_atomic_unsynced(&self.blobs.join(&sha), &bytes)?;
                             self.stored.insert(sha.clone());
                         }
                         let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
@@ -290,7 +294,7 @@ impl Checkpointer {
         let rel = format!("{DIR}/step-{:04}.json", state.step);
         let path = self.cell_dir.join(&rel);
         std::fs::create_dir_all(self.cell_dir.join(DIR))?;
-        crate::util::write_atomic(&path, &text)?;
+        crate::util::write_atomic_unsynced(&path, &text)?;
         self.pending = Some(path);
         Ok(Saved {
             path: rel,
