@@ -520,7 +520,6 @@ pub(super) fn reopen(
     let r = match resumed {
         Ok(r) => r,
         Err(refusal) => {
-            tracing::warn!(cell = %plan.cell_id, "checkpoint refused: {refusal}");
             let abandoned_trace = abandon(&plan.cell_dir)?;
             sink.event(crate::events::EngineEvent::ResumeRefused { cell_id: &plan.cell_id, reason: &refusal.0 });
             return Ok(Reopened::Refused { reason: refusal.0, abandoned_trace });
