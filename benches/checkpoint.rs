@@ -93,7 +93,11 @@ fn main() {
     );
     by_case.sort_by_key(|c| std::cmp::Reverse(c.1));
     for (id, files, med, max) in by_case.iter().take(3) {
-        println!("  largest fixture {id} ({files} files): median {:.3} ms, max {:.3} ms", *med as f64 / 1000.0, *max as f64 / 1000.0);
+        println!(
+            "  largest fixture {id} ({files} files): median {:.3} ms, max {:.3} ms",
+            *med as f64 / 1000.0,
+            *max as f64 / 1000.0
+        );
     }
 
     // 2. Resume of a killed 40-step cell to its next action, on the largest fixture.
@@ -200,11 +204,8 @@ fn walk_count(dir: &Path) -> u64 {
 /// Lines of `kind` at `step` in the trace.
 fn count_step(trace: &Path, kind: &str, step: u64) -> u64 {
     let step = format!("\"step\":{step},");
-    std::fs::read_to_string(trace)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(kind) && l.contains(&step))
-        .count() as u64
+    std::fs::read_to_string(trace).unwrap_or_default().lines().filter(|l| l.contains(kind) && l.contains(&step)).count()
+        as u64
 }
 
 fn wait_for(trace: &Path, kind: &str, step: u64, count: u64, limit: Duration) {

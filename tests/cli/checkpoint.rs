@@ -62,6 +62,7 @@ fn spawn_matrix(s: &Scratch, run_dir: &Path) -> Child {
 fn spawn(s: &Scratch, args: &[&str], run_dir: &Path) -> Child {
     Command::new(BIN)
         .args(args)
+        .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
         .arg(run_dir)
         .current_dir(s.path())
         .env_remove("HCBENCH_ROOT")
@@ -292,4 +293,107 @@ fn a_workspace_changed_after_the_checkpoint_is_restored_and_verified() {
     assert!(!ws.join("stray.txt").exists(), "what the checkpoint does not have is gone");
     assert_eq!(std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(), "two\n");
     assert_eq!(essentials(&replayed(&run_dir)), essentials(&whole));
+}
+
+/// A Chat Completions server on 127.0.0.1 whose reply depends only on the step the request is
+/// for (the context's status line "Step N of M"), so a step asked again after a resume gets
+/// the same answer, tokens included, as it did in the uninterrupted run. Each reply takes a
+/// little time, so the test can kill the process between two steps.
+fn step_server(actions: &'static [&'static str]) -> u16 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end().to_ascii_lowercase();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let text = String::from_utf8_lossy(&body);
+                let step: usize =
+                    text.split("Step ").filter_map(|rest| rest.split(' ').next()?.parse().ok()).last().unwrap_or(1);
+                let action = actions[(step - 1).min(actions.len() - 1)];
+                std::thread::sleep(Duration::from_millis(120));
+                let reply = serde_json::json!({
+                    "id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": action}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 1000 + 37 * step, "completion_tokens": 20 + step}
+                })
+                .to_string();
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn an_http_cell_resumed_costs_what_an_uninterrupted_one_costs() {
+    const ACTIONS: &[&str] = &[
+        r#"{"tool": "read_file", "args": {"path": "calc.py"}}"#,
+        r#"{"tool": "list_files", "args": {"path": "."}}"#,
+        r#"{"tool": "write_file", "args": {"path": "notes.txt", "content": "plan\n"}}"#,
+        r#"{"tool": "read_file", "args": {"path": "tests/test_calc.py"}}"#,
+        r#"{"tool": "edit_file", "args": {"path": "calc.py", "old": "a - b", "new": "a + b"}}"#,
+        r#"{"tool": "read_file", "args": {"path": "calc.py"}}"#,
+        r#"{"tool": "finish", "args": {"answer": "fixed add"}}"#,
+    ];
+    let port = step_server(ACTIONS);
+    let s = Scratch::new();
+    s.case("good", &GOOD_CASE.replace("step_budget: 5", "step_budget: 10"), GOOD_ORACLE);
+    s.write(
+        "models.toml",
+        &format!(
+            "[mock]\nprovider = \"openai-chat\"\nmodel = \"mock-model\"\nbase_url = \"http://127.0.0.1:{port}\"\n\
+             api_key_env = \"HCBENCH_TEST_API_KEY\"\ntimeout_s = 5\nmax_output_tokens = 512\n\
+             input_price_per_mtok = 0.5\noutput_price_per_mtok = 2.0\n"
+        ),
+    );
+    let args = ["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "mock", "--out"];
+    let whole_dir = s.path().join("whole");
+    Test::new().root(s.path()).args(&args).arg_path(&whole_dir).run().code(0);
+    let cell = "good__mock";
+    let whole = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&whole_dir).run().code(0).json())
+        [cell]
+        .clone();
+    assert_eq!((whole["outcome"].as_str(), whole["steps"].as_u64()), (Some("passed"), Some(7)), "{}", whole["reason"]);
+
+    let run_dir = s.path().join("killed");
+    let trace = run_dir.join("cells").join(cell).join("trace.jsonl");
+    let mut child = spawn(&s, &args, &run_dir);
+    kill_after_checkpoint(&mut child, &trace, 3);
+    resume(&s, &run_dir).code(0).stderr_has(&format!("{cell}: continuing after step"));
+    let again = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0).json())
+        [cell]
+        .clone();
+    assert_eq!(again["resumes"], 1);
+    for key in ["outcome", "steps", "tool_counts", "files_modified", "input_tokens", "output_tokens", "context_tokens"]
+    {
+        assert_eq!(again[key], whole[key], "{key}");
+    }
+    let cost =
+        |v: &Value| (v["input_tokens"].as_f64().unwrap() * 0.5 + v["output_tokens"].as_f64().unwrap() * 2.0) / 1e6;
+    assert!(cost(&whole) > 0.0);
+    assert_eq!(cost(&again), cost(&whole), "the cost of the resumed cell is the uninterrupted one's");
 }
