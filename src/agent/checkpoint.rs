@@ -768,6 +768,54 @@ mod tests {
         assert_eq!(std::fs::read_link(&link).unwrap(), ws.canonicalize().unwrap());
     }
 
+    /// A trace of one step with its checkpoint, as the loop writes it; returns the paths.
+    fn one_step_cell(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (fixture, ws, cell) = (dir.join("fx"), dir.join("ws"), dir.join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
+        w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
+        let state = LoopState { step: 1, ..LoopState::default() };
+        let saved = cp.save(("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        w.append(Checkpointer::event(1, &saved)).unwrap();
+        cp.committed();
+        (fixture, ws, cell)
+    }
+
+    #[test]
+    fn a_checkpoint_that_does_not_match_its_trace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = one_step_cell(dir.path());
+        let paths = CellPaths { run_id: "r", cell_id: "c", cell_dir: &cell, fixture: &fixture, workspace: &ws };
+        let ok = resume(&paths).map_err(|r| r.0).unwrap();
+        assert_eq!((ok.from_step, ok.discarded_events, ok.workspace_restored), (1, 0, false));
+        drop(ok);
+        // Another run's cell: refused before anything else is looked at.
+        let other = CellPaths { run_id: "r2", ..paths };
+        let e = resume(&other).err().unwrap().0;
+        assert!(e.contains("an event of run \"r\""), "{e}");
+        // The file says the trace ended elsewhere (its sha256 made to match, so the position is
+        // what fails).
+        let trace = cell.join("trace.jsonl");
+        let file = cell.join(DIR).join("step-0001.json");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let moved = text.replacen("\"bytes\":", "\"bytes\":1", 1);
+        std::fs::write(&file, &moved).unwrap();
+        let t = std::fs::read_to_string(&trace)
+            .unwrap()
+            .replace(&sha256_hex(text.as_bytes()), &sha256_hex(moved.as_bytes()));
+        std::fs::write(&trace, t).unwrap();
+        let e = resume(&paths).err().unwrap().0;
+        assert!(e.contains("it records the trace at byte 1"), "{e}");
+        // No checkpoint at all.
+        std::fs::write(&trace, "").unwrap();
+        let e = resume(&paths).err().unwrap().0;
+        assert!(e.contains("the trace has no checkpoint"), "{e}");
+    }
+
     #[test]
     fn the_loop_state_round_trips_through_a_checkpoint_file() {
         let mut memory = WorkingMemory::new("fix the parser");
