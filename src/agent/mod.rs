@@ -5,7 +5,9 @@
 //! tests and the verifier judge the workspace. A reply may ask for several calls: they run as
 //! one batch (`batch.rs`: reads together, the rest alone, in order) within the one step. Every step is appended to the cell's trace
 //! before the next one starts, and the summary is folded from exactly those events, so the
-//! live summary and a later replay agree by construction.
+//! live summary and a later replay agree by construction. After each step the loop's state
+//! (one [`checkpoint::LoopState`]) is saved as a checkpoint beside the trace, from which
+//! `--resume` continues an interrupted cell (`checkpoint.rs`).
 
 pub mod batch;
 pub mod checkpoint;
