@@ -118,13 +118,17 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub jobs: Option<usize>,
     /// Run directory (default: workspace/runs/<run-id>).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub out: Option<PathBuf>,
     /// Run only part K of N of the plan (`--shard 2/3`), for a job engine running the parts on
     /// several machines; `auto` reads Slurm array, Kubernetes Indexed Job or
     /// HCBENCH_SHARD_INDEX/HCBENCH_SHARD_COUNT variables. Join the parts with `hcbench merge`.
     #[arg(long, value_name = "K/N|auto")]
     pub shard: Option<String>,
+    /// Finish an interrupted run: keep cells with a complete trace, continue interrupted cells
+    /// from their last checkpoint, run the rest (as `hcbench matrix --resume RUN_DIR`).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "script")]
+    pub resume: Option<PathBuf>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::agent::spec::AgentSpec;
-use crate::agent::{CellPlan, run_cell};
+use crate::agent::{CellPlan, run_cell_with};
 use crate::bench::Benchmark;
 use crate::events::{EngineEvent, EngineSink};
 use crate::model::Profile;
@@ -144,7 +144,13 @@ pub struct Batch<'a> {
 /// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
 /// started because of cancellation or the budget are absent from the result.
 pub async fn execute(batch: Batch<'_>, sink: Arc<dyn EngineSink>, cancel: Cancel) -> Vec<CellSummary> {
-    execute_with(batch, sink, cancel, |cell| async move { run_cell(&cell).await }).await
+    // Each cell reports its own resume (from a checkpoint, or refused) to the same sink.
+    let cells_sink = sink.clone();
+    execute_with(batch, sink, cancel, move |cell| {
+        let sink = cells_sink.clone();
+        async move { run_cell_with(&cell, sink.as_ref()).await }
+    })
+    .await
 }
 
 /// [`execute`] with the function that runs one cell as a parameter: tests drive the scheduler

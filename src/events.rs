@@ -54,6 +54,18 @@ pub enum EngineEvent<'a> {
         profile: &'a str,
         failure: &'a crate::model::ProviderFailure,
     },
+    /// An interrupted cell continued from its last checkpoint (`matrix --resume`).
+    CellResumed {
+        cell_id: &'a str,
+        from_step: u32,
+        workspace_restored: bool,
+        duration_ms: u64,
+    },
+    /// An interrupted cell's checkpoint was refused: the cell starts over from step 0.
+    ResumeRefused {
+        cell_id: &'a str,
+        reason: &'a str,
+    },
 }
 
 /// Receives engine events.

@@ -162,6 +162,9 @@ pub struct CellSummary {
     pub delegation_input_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delegation_output_tokens: u64,
+    /// Times the cell continued from a checkpoint after an interruption (`resumed` events).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumes: u32,
     /// A multi-session case's sessions, in order, from their `session_finished` events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<SessionProgress>,
@@ -240,9 +243,17 @@ pub(crate) fn skipped_sentence(summaries: &[CellSummary]) -> Option<String> {
 }
 
 /// Incremental fold over a cell's events.
-#[derive(Debug)]
+///
+/// A resumed cell's trace holds events the interrupted process wrote after its last
+/// checkpoint; they did happen, but the resumed loop continued from the checkpoint as if they
+/// had not. So the fold keeps a copy of itself as it was at each `checkpoint` event, and a
+/// `resumed` event puts that copy back: the summary is the one an uninterrupted run of the
+/// same actions folds, plus the resume.
+#[derive(Debug, Clone)]
 pub struct SummaryBuilder {
     s: Option<CellSummary>,
+    /// The fold as it stood at the last `checkpoint` event (without its own snapshot).
+    at_checkpoint: Option<Box<SummaryBuilder>>,
     /// Events per kind, indexed by `EventKind as usize`: cheaper per event than the summary's
     /// map, which `finish` fills from it.
     kind_counts: [u64; EventKind::ALL.len()],
@@ -255,6 +266,7 @@ impl Default for SummaryBuilder {
     fn default() -> Self {
         SummaryBuilder {
             s: None,
+            at_checkpoint: None,
             kind_counts: [0; EventKind::ALL.len()],
             modified: BTreeSet::new(),
             read_paths: BTreeSet::new(),
@@ -275,6 +287,12 @@ impl SummaryBuilder {
     /// Folds one lean event of the cell `cell_id` of run `run_id` (replay's path; the live
     /// path converts to the same shape, so both go through exactly this code).
     pub fn observe_lean(&mut self, run_id: &str, cell_id: &str, event: Lean) {
+        if let LeanBody::Resumed = event.body
+            && let Some(saved) = self.at_checkpoint.take()
+        {
+            // Back to the checkpoint the cell continued from; the resume itself is counted below.
+            *self = *saved;
+        }
         let s = self.s.get_or_insert_with(|| CellSummary {
             schema_version: SUMMARY_SCHEMA_VERSION,
             run_id: run_id.to_string(),
@@ -408,6 +426,12 @@ impl SummaryBuilder {
                 s.reason = f.reason;
                 s.wall_ms = f.elapsed_ms;
             }
+            LeanBody::Resumed => s.resumes += 1,
+            LeanBody::Checkpoint => {
+                let mut saved = self.clone();
+                saved.at_checkpoint = None;
+                self.at_checkpoint = Some(Box::new(saved));
+            }
             LeanBody::Other => {}
         }
     }
@@ -425,6 +449,11 @@ impl SummaryBuilder {
     /// Input and output tokens seen so far (a delegation's token budget reads this).
     pub fn tokens(&self) -> u64 {
         self.s.as_ref().map_or(0, |s| s.input_tokens + s.output_tokens)
+    }
+
+    /// Input and output tokens counted so far (a checkpoint records them).
+    pub fn token_counts(&self) -> (u64, u64) {
+        self.s.as_ref().map_or((0, 0), |s| (s.input_tokens, s.output_tokens))
     }
 
     /// Model actions seen so far.
@@ -568,7 +597,12 @@ pub enum LeanBody {
         policy_denied: bool,
     },
     SessionFinished(SessionProgress),
-    /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started, session_started).
+    /// A saved state the fold may come back to.
+    Checkpoint,
+    /// Back to the last checkpoint.
+    Resumed,
+    /// Kinds the fold only counts (state_updated, repo_map_built, delegation_started,
+    /// session_started, resume_refused).
     Other,
 }
 
@@ -829,10 +863,13 @@ impl Lean {
                 verified: verified_passing.len() as u32,
                 false_claims: false_claims.len() as u32,
             }),
+            EventBody::Checkpoint { .. } => LeanBody::Checkpoint,
+            EventBody::Resumed { .. } => LeanBody::Resumed,
             EventBody::StateUpdated { .. }
             | EventBody::RepoMapBuilt { .. }
             | EventBody::DelegationStarted { .. }
-            | EventBody::SessionStarted { .. } => LeanBody::Other,
+            | EventBody::SessionStarted { .. }
+            | EventBody::ResumeRefused { .. } => LeanBody::Other,
         };
         Lean { kind: e.body.kind(), body }
     }
@@ -904,10 +941,19 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
                 false_claims: f.false_claims.len() as u32,
             })
         }
+        EventKind::Checkpoint => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::Checkpoint
+        }
+        EventKind::Resumed => {
+            IgnoredAny::deserialize(d)?;
+            LeanBody::Resumed
+        }
         EventKind::StateUpdated
         | EventKind::RepoMapBuilt
         | EventKind::DelegationStarted
-        | EventKind::SessionStarted => {
+        | EventKind::SessionStarted
+        | EventKind::ResumeRefused => {
             IgnoredAny::deserialize(d)?;
             LeanBody::Other
         }
@@ -1455,7 +1501,112 @@ mod tests {
                 head: Some("a".repeat(40)),
                 elapsed_ms: 9,
             }],
+            // At the end of the trace, nothing follows the checkpoint, so the resume discards
+            // nothing and the counts above hold.
+            EventKind::Checkpoint => vec![EventBody::Checkpoint {
+                step: 7,
+                path: "checkpoint/step-0007.json".into(),
+                sha256: "0".repeat(64),
+                bytes: 2000,
+                duration_us: 300,
+            }],
+            EventKind::Resumed => vec![EventBody::Resumed {
+                from_step: 7,
+                checkpoint: "checkpoint/step-0007.json".into(),
+                checkpoint_seq: 0,
+                discarded_events: 0,
+                workspace_restored: false,
+                restore_ms: 1,
+                duration_ms: 3,
+            }],
+            EventKind::ResumeRefused => vec![EventBody::ResumeRefused {
+                reason: "the trace has no checkpoint".into(),
+                abandoned_trace: "trace.jsonl.abandoned-1".into(),
+            }],
         }
+    }
+
+    #[test]
+    fn a_resumed_trace_folds_to_the_summary_of_the_run_it_continues() {
+        let usage = || Some(Usage { input_tokens: 100, output_tokens: 10, ..Default::default() });
+        let action = |step: u32| EventBody::ModelAction {
+            step,
+            tool: "edit_file".into(),
+            args: serde_json::json!({}),
+            usage: usage(),
+            latency_ms: 5,
+            batch: None,
+        };
+        let result = |step: u32, path: &str| EventBody::ToolResult {
+            step,
+            tool: "edit_file".into(),
+            ok: true,
+            denied: false,
+            output: "edited".into(),
+            output_bytes: 6,
+            artifact: None,
+            modified: vec![path.into()],
+            read: None,
+            duration_ms: 1,
+            batch: None,
+        };
+        let checkpoint = EventBody::Checkpoint {
+            step: 1,
+            path: "checkpoint/step-0001.json".into(),
+            sha256: "0".repeat(64),
+            bytes: 10,
+            duration_us: 1,
+        };
+        let start = examples(EventKind::RunStarted).remove(0);
+        let end = examples(EventKind::RunFinished).remove(0);
+        let fold = |bodies: Vec<EventBody>| {
+            let mut b = SummaryBuilder::new();
+            for (seq, body) in bodies.into_iter().enumerate() {
+                b.observe(&Event {
+                    schema_version: crate::trace::SCHEMA_VERSION,
+                    run_id: "r".into(),
+                    cell_id: "c".into(),
+                    seq: seq as u64,
+                    ts: String::new(),
+                    body,
+                });
+            }
+            b.finish().unwrap()
+        };
+        let whole = fold(vec![
+            start.clone(),
+            action(1),
+            result(1, "a.py"),
+            checkpoint.clone(),
+            action(2),
+            result(2, "b.py"),
+            end.clone(),
+        ]);
+        // Killed during step 2 after its edit ran; resumed from step 1, step 2 ran again.
+        let resumed = fold(vec![
+            start,
+            action(1),
+            result(1, "a.py"),
+            checkpoint,
+            action(2),
+            result(2, "killed.py"),
+            examples(EventKind::Resumed).remove(0),
+            action(2),
+            result(2, "b.py"),
+            end,
+        ]);
+        assert_eq!(resumed.resumes, 1);
+        assert_eq!(resumed.files_modified, ["a.py", "b.py"], "the killed step's edit is not counted");
+        assert_eq!((resumed.steps, resumed.input_tokens, resumed.tool_calls), (2, 200, 2));
+        let same = |s: &CellSummary| {
+            let mut s = s.clone();
+            s.resumes = 0;
+            s.events = 0;
+            s.event_counts.remove("resumed");
+            s
+        };
+        assert_eq!(same(&resumed), same(&whole), "but for the resume itself, the same summary");
+        assert_eq!(resumed.events, whole.events + 1);
     }
 
     #[test]
@@ -1651,13 +1802,13 @@ mod tests {
             &[
                 r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"subagent_spawned","data":{"step":1,"notes":["x"]}}"#,
                 // Another writer's field order: the payload before the kind.
-                r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"checkpoint"}"#,
+                r#"{"data":{"step":1},"schema_version":1,"run_id":"r","cell_id":"c","seq":2,"ts":"t","kind":"plan_revised"}"#,
                 r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":3,"ts":"t","kind":"subagent_spawned","data":null}"#,
             ],
         );
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean);
-        let skipped: BTreeMap<String, u64> = [("checkpoint".into(), 1), ("subagent_spawned".into(), 2)].into();
+        let skipped: BTreeMap<String, u64> = [("plan_revised".into(), 1), ("subagent_spawned".into(), 2)].into();
         assert_eq!(lean.skipped_events, skipped);
         assert_eq!(CellSummary { skipped_events: BTreeMap::new(), ..lean.clone() }, before, "nothing else changed");
         let note = lean.skipped_note().unwrap();

@@ -4,8 +4,9 @@
 //! <run_dir>/manifest.json        the plan, written once before any cell starts (atomic)
 //! <run_dir>/results.jsonl        one CellSummary per line, appended as cells end
 //! <run_dir>/.lock                held by the one process writing cells into the directory
-//! <run_dir>/cells/<cell_id>/     trace.jsonl, workspace/ and (only when an output was too
-//!                                large for the trace) artifacts/ of one cell
+//! <run_dir>/cells/<cell_id>/     trace.jsonl, workspace/, checkpoint/ (the last step's state
+//!                                and stored contents) and (only when an output was too large
+//!                                for the trace) artifacts/ of one cell
 //! <run_dir>/reports/             rendered from the traces alone
 //! ```
 //!
@@ -468,8 +469,9 @@ impl RunDir {
 
     /// Opens an existing run directory to finish it (`--resume`): takes its lock, keeps every
     /// cell whose trace ended with an outcome (with `retry_errors`, only those that did not
-    /// end in an infrastructure error: see [`is_retried`]), removes the directories of the
-    /// others, and rewrites `results.jsonl` to hold exactly the kept cells.
+    /// end in an infrastructure error: see [`is_retried`]), leaves the directories of
+    /// interrupted cells that have a checkpoint (they continue from it), removes the
+    /// directories of the others, and rewrites `results.jsonl` to hold exactly the kept cells.
     pub fn resume(path: &Path, retry_errors: bool) -> Result<(RunDir, Resumed), RunDirError> {
         let manifest = Manifest::read(path)?;
         // Its traces belong to the shard runs, and its cells to their directories' plans.
@@ -491,6 +493,8 @@ impl RunDir {
                     retried.push(s);
                 }
                 Some(s) => kept.push(s),
+                // An interrupted cell with a checkpoint continues from it (src/agent/checkpoint.rs).
+                None if crate::agent::checkpoint::resumable(&cell_dir) => {}
                 None if cell_dir.exists() => std::fs::remove_dir_all(&cell_dir).map_err(io)?,
                 None => {}
             }

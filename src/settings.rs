@@ -375,6 +375,32 @@ impl Settings {
         })
     }
 
+    /// `hcbench run --resume RUN_DIR`: the run directory is finished as `matrix --resume`
+    /// finishes it (its plan, profiles and thresholds are the manifest's); `run` keeps no
+    /// history, so none is appended.
+    pub fn run_resume(&self, args: RunArgs) -> Result<MatrixSettings, SettingsError> {
+        let run_dir = args.resume.expect("called for --resume");
+        if args.thresholds.min_coverage.is_some() || args.thresholds.fail_under.is_some() {
+            return Err(SettingsError::Invalid(format!(
+                "--min-coverage and --fail-under are part of a run's plan; `--resume {}` keeps the ones the run started with (judge it by others with a new run)",
+                run_dir.display()
+            )));
+        }
+        let profiles = self.profiles(args.models.as_deref(), None, None)?;
+        Ok(MatrixSettings {
+            root: self.root.clone(),
+            jobs: jobs(args.jobs, None)?,
+            format: match args.format {
+                Format::Table => ReportFormat::Table,
+                Format::Json => ReportFormat::Json,
+            },
+            width: self.width(args.wide),
+            start: MatrixStart::Resume { run_dir, profiles, retry_errors: false },
+            history: None,
+            isolation: self.isolation()?,
+        })
+    }
+
     pub fn matrix(&self, args: MatrixArgs) -> Result<MatrixSettings, SettingsError> {
         let jobs = jobs(args.shape.jobs, None)?;
         let names = args.control.resume.is_none().then_some(args.shape.profiles.as_slice());

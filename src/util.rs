@@ -11,6 +11,18 @@ use sha2::{Digest, Sha256};
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory is written,
 /// synced and renamed over the target, so readers see the old or the new content, never half.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, bytes, true)
+}
+
+/// [`write_atomic`] without the sync: still all or nothing for any reader and across a killed
+/// process (the rename is atomic and the page cache outlives the process), but not across a
+/// power loss. For files written every step and checked on read (the cell's checkpoints carry
+/// their sha256 in the trace), where a sync would cost more than the rest of the write.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, bytes, false)
+}
+
+fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     // Temp files are created 0600; the result should have the permissions a plain write would
@@ -19,7 +31,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o644);
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    if sync {
+        tmp.as_file().sync_all()?;
+    }
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -21,8 +21,8 @@ const RECENT_READS: usize = 6;
 const EDITED_FILES: usize = 10;
 const OPEN_QUESTIONS: usize = 5;
 
-/// The folded part of a cell's history.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The folded part of a cell's history. Serializable for the cell's checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Compactor {
     /// One line per folded step, oldest first.
     lines: Vec<String>,

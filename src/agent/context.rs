@@ -36,15 +36,16 @@ use crate::trace::event::ContextSection;
 pub const REDUCE_ORDER: &[&str] = &["repo_map", "packed", "memory", "observations", "tools", "system"];
 
 /// One tool result the model has seen (or a refusal), kept for the observations section and
-/// for compaction.
-#[derive(Debug, Clone)]
+/// for compaction. Serializable for the cell's checkpoint (`checkpoint.rs`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observation {
     pub step: u32,
     pub tool: String,
     /// The call in a few words: `read_file calc.py`.
     pub brief: String,
     /// `ok`, `failed` or `denied`.
-    pub status: &'static str,
+    #[serde(deserialize_with = "status_from_checkpoint")]
+    pub status: Status,
     /// The path a successful read_file read.
     pub read: Option<String>,
     /// Paths the call changed.
@@ -90,6 +91,20 @@ pub fn brief(tool: &str, args: &serde_json::Value) -> String {
     };
     let main: String = main.chars().take(80).collect();
     if main.is_empty() { tool.to_string() } else { format!("{tool} {main}") }
+}
+
+/// An observation's status. Named, not written `&'static str` in the struct, because serde's
+/// derive would take a literal `&'static str` field for a borrow of the input and require it to
+/// live forever; the status is read back by [`status_from_checkpoint`] instead.
+pub type Status = &'static str;
+
+/// An observation's status read back from a checkpoint: one of the three the loop writes.
+fn status_from_checkpoint<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    ["ok", "failed", "denied"]
+        .into_iter()
+        .find(|known| *known == s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown observation status {s:?} (ok, failed or denied)")))
 }
 
 /// What a result amounts to in one line, by tool: sizes for reads and listings, the verdict

@@ -114,14 +114,14 @@ const SEARCH_FILES_SHOWN: usize = 5;
 
 /// One entry of a block. `key` names its subject (a file, a search, a test), so a later
 /// result about the same subject replaces the entry instead of adding a second one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Entry {
     key: String,
     text: String,
 }
 
 /// The lines of one file the agent has seen, for merging repeated reads into one entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct FileRead {
     total: usize,
     /// Disjoint, sorted, non-adjacent 1-based inclusive ranges.
@@ -129,7 +129,7 @@ struct FileRead {
 }
 
 /// The running change of one file, for the patch summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Patch {
     /// Lines of the last `write_file` of this path; edits count from there.
     written: Option<usize>,
@@ -153,8 +153,8 @@ pub struct RenderedMemory {
     pub dropped_entries: usize,
 }
 
-/// The working memory of one cell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The working memory of one cell. Serializable for the cell's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WorkingMemory {
     /// The task's words (see [`words`]): a read symbol is relevant when it shares one.
     task_words: BTreeSet<String>,

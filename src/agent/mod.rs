@@ -7,9 +7,12 @@
 //! before the next one starts, and the summary is folded from exactly those events, so the
 //! live summary and a later replay agree by construction. A multi-session case runs the step
 //! loop (`steps`) once per session, each from a fresh context, and scores once (`conclude`):
-//! `sessions.rs`.
+//! `sessions.rs`. After each step the loop's state (one [`checkpoint::LoopState`]) is saved as
+//! a checkpoint beside the trace, from which `--resume` continues an interrupted cell
+//! (`checkpoint.rs`).
 
 pub mod batch;
+pub mod checkpoint;
 pub mod compaction;
 pub mod context;
 pub(crate) mod delegate;
@@ -38,6 +41,7 @@ use crate::replay::{CellSummary, SummaryBuilder};
 use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, Batch, EventBody, Outcome};
+use checkpoint::{LoopState, Reopened};
 use compaction::Compactor;
 use context::{ContextState, Observation, Rendered};
 use memory::WorkingMemory;
@@ -88,29 +92,55 @@ impl Recorder {
 
 /// Runs one cell to its end. Errors only when the trace itself cannot be written.
 pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
+    run_cell_with(plan, &crate::events::NullSink).await
+}
+
+/// [`run_cell`], telling `sink` when the cell continues an interrupted attempt from its last
+/// checkpoint, or cannot and starts over (`checkpoint.rs`).
+pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let started = Instant::now();
     // artifacts/ is made by the first output that needs it (`store_output`): most cells have none.
     std::fs::create_dir_all(&plan.cell_dir)?;
     let trace_path = plan.cell_dir.join("trace.jsonl");
-    let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
-    let mut rec = Recorder { writer, summary: SummaryBuilder::new() };
     let case = plan.case.as_ref();
-    let provider = plan.profile.provider_for(case, plan.epoch);
+    let mut provider = plan.profile.provider_for(case, plan.epoch);
+    // A trace left by an earlier attempt of this cell (`matrix --resume`): continue it from its
+    // last checkpoint, or set it aside and start over.
+    let (refused, resumed) = match checkpoint::reopen(plan, provider.as_mut(), sink)? {
+        Reopened::Resumed(r) => (None, Some(r)),
+        Reopened::Refused { reason, abandoned_trace } => {
+            (Some(EventBody::ResumeRefused { reason, abandoned_trace }), None)
+        }
+        Reopened::Nothing => (None, None),
+    };
+    let (mut rec, resumed) = match resumed {
+        Some(r) => (r.0, Some(r.1)),
+        None => {
+            let writer = TraceWriter::create(&trace_path, &plan.run_id, &plan.cell_id)?;
+            (Recorder { writer, summary: SummaryBuilder::new() }, None)
+        }
+    };
+    let started = resumed.as_ref().map_or(started, |r| r.started);
 
-    rec.emit(EventBody::RunStarted {
-        benchmark: plan.benchmark.clone(),
-        case_id: case.id.clone(),
-        category: case.category.to_string(),
-        split: case.split.to_string(),
-        profile: plan.profile.name().to_string(),
-        model: provider.info(),
-        step_budget: case.step_budget,
-        epoch: plan.epoch,
-        agent_spec: plan.spec.digest.clone(),
-        ablation: plan.ablation.clone(),
-        hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        sandbox: Some(Box::new(plan.sandbox.info())),
-    })?;
+    if resumed.is_none() {
+        rec.emit(EventBody::RunStarted {
+            benchmark: plan.benchmark.clone(),
+            case_id: case.id.clone(),
+            category: case.category.to_string(),
+            split: case.split.to_string(),
+            profile: plan.profile.name().to_string(),
+            model: provider.info(),
+            step_budget: case.step_budget,
+            epoch: plan.epoch,
+            agent_spec: plan.spec.digest.clone(),
+            ablation: plan.ablation.clone(),
+            hcbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            sandbox: Some(Box::new(plan.sandbox.info())),
+        })?;
+        if let Some(refused) = refused {
+            rec.emit(refused)?;
+        }
+    }
 
     // A profile whose server was found unreachable (its circuit breaker is open) runs nothing
     // more: the cell ends before its workspace exists, as a provider_error `--resume` retries.
@@ -125,7 +155,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
         return Ok(finish(rec));
     }
 
-    let ws = match crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace")) {
+    let fresh = || crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace"));
+    let ws = match resumed.as_ref().map_or_else(fresh, |r| Ok(r.ws.clone())) {
         Ok(ws) => ws,
         Err(e) => {
             rec.emit(EventBody::RunFinished {
@@ -159,14 +190,16 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
     };
     let hook_files = hooks::Files::default();
     let cell = Cell { plan, ws: &ws, trace: &trace_path, sandbox: &sandbox, hooks: &hook_files };
-    // A multi-session case runs its sessions inside the same wall-clock limit.
+    // A resumed cell has what its interrupted attempt left of the limit; a multi-session case
+    // runs its sessions inside the same limit.
+    let limit = case.cell_timeout.saturating_sub(resumed.as_ref().map_or(std::time::Duration::ZERO, |r| r.used));
     let worked = async {
         match case.sessions {
             Some(_) => sessions::work(&cell, &mut rec, started).await,
-            None => work(&cell, &mut rec, provider, started).await,
+            None => work(&cell, &mut rec, provider, started, resumed).await,
         }
     };
-    match tokio::time::timeout(case.cell_timeout, worked).await {
+    match tokio::time::timeout(limit, worked).await {
         Ok(ended) => ended?,
         Err(_) => rec.emit(EventBody::RunFinished {
             outcome: Outcome::Timeout,
@@ -178,6 +211,14 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
             ),
             elapsed_ms: started.elapsed().as_millis() as u64,
         })?,
+    }
+    // The cell has its verdict and is never continued: its checkpoints, which keep a copy of
+    // every file it wrote, would only take disk. (A cancelled cell never gets here: the engine
+    // ends its trace, and `--resume` continues it from them.)
+    if let Err(e) = std::fs::remove_dir_all(plan.cell_dir.join("checkpoint"))
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove the finished cell's checkpoints: {e}");
     }
     Ok(finish(rec))
 }
@@ -200,9 +241,10 @@ async fn work(
     rec: &mut Recorder,
     provider: Box<dyn crate::model::Provider>,
     started: Instant,
+    resumed: Option<checkpoint::ResumedCell>,
 ) -> io::Result<()> {
     prepare_sandbox(cell);
-    let end = steps(cell, rec, provider, 1).await?;
+    let end = steps(cell, rec, provider, 1, resumed, started).await?;
     conclude(cell, rec, end, started, None).await
 }
 
@@ -231,6 +273,8 @@ async fn steps(
     rec: &mut Recorder,
     mut provider: Box<dyn crate::model::Provider>,
     first_step: u32,
+    resumed: Option<checkpoint::ResumedCell>,
+    started: Instant,
 ) -> io::Result<LoopEnd> {
     let Cell { plan, ws, .. } = *cell;
     let case = plan.case.as_ref();
@@ -238,7 +282,8 @@ async fn steps(
     let managed = spec.mode != ContextMode::None;
     // The injected map is ranked once per cell, against the task: it is the same every turn,
     // which keeps the context's prefix stable (docs/context.md).
-    let repo_map = if spec.repo_map && managed {
+    // A resumed cell's map is in its checkpoint, and its events in the trace already.
+    let repo_map = if resumed.is_none() && spec.repo_map && managed {
         let index = repomap::RepoIndex::build(ws);
         let stats = index.stats();
         rec.emit(EventBody::RepoMapBuilt {
@@ -260,42 +305,53 @@ async fn steps(
     } else {
         None
     };
-    let mut memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
-    let mut invalid_in_a_row = 0u32;
-    let mut observations: Vec<Observation> = Vec::new();
-    let mut compactor = Compactor::default();
-    let mut files_modified: Vec<String> = Vec::new();
-    let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
-    let mut stop_reason = "step_budget_exhausted";
+    // Everything the loop carries from step to step, in one struct so the checkpoint after
+    // each step saves all of it (`checkpoint.rs`).
+    let (mut state, mut checkpoints) = match resumed {
+        Some(r) => (r.state, Some(r.checkpointer)),
+        None => {
+            let memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
+            // A multi-session case's sessions are not checkpointed: its state spans sessions
+            // the checkpoint does not know of, so a resumed one starts over.
+            let checkpoints =
+                case.sessions.is_none().then(|| checkpoint::Checkpointer::for_fresh(ws, &plan.cell_dir)).flatten();
+            (LoopState { repo_map, memory, ..LoopState::default() }, checkpoints)
+        }
+    };
+    let mut stop_reason = if state.finished { "finished" } else { "step_budget_exhausted" };
     let mut provider_failure: Option<String> = None;
-    let mut turns = 0;
+    // A cell resumed after its finishing step goes straight to scoring; one resumed mid-way
+    // goes on after the turns its checkpoint had taken.
+    let done = state.finished;
+    let taken = state.step.saturating_sub(first_step - 1);
+    let mut turns = taken;
 
-    for turn_no in 1..=case.step_budget {
+    for turn_no in (taken + 1..=case.step_budget).filter(move |_| !done) {
         let step = first_step + turn_no - 1;
         turns = turn_no;
         // In a block: the renderers borrow the state and must be gone before the await below.
         let packed = {
             let memory_view =
-                |budget: usize| Rendered::from(memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
-            let memory_section = memory.is_some().then_some(&memory_view as context::Renderer<'_>);
+                |budget: usize| Rendered::from(state.memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
+            let memory_section = state.memory.is_some().then_some(&memory_view as context::Renderer<'_>);
             let pack_with = |compactor: &Compactor| {
                 let summary = |budget: usize| compactor.render(budget);
                 context::pack(&ContextState {
                     case,
                     spec,
-                    repo_map: repo_map.as_deref(),
+                    repo_map: state.repo_map.as_deref(),
                     packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
                     memory: memory_section,
                     step: turn_no,
-                    observations: &observations[compactor.folded()..],
+                    observations: &state.observations[compactor.folded()..],
                 })
             };
-            let mut packed = pack_with(&compactor);
+            let mut packed = pack_with(&state.compactor);
             // Observations no longer fit: fold the oldest into the summary instead of losing them.
             if managed
                 && spec.compaction
                 && packed.dropped_observations()
-                && let Some(folded) = compactor.fold(&observations, spec.budgets.observations)
+                && let Some(folded) = state.compactor.fold(&state.observations, spec.budgets.observations)
             {
                 rec.emit(EventBody::ContextCompacted {
                     step,
@@ -304,7 +360,7 @@ async fn steps(
                     summary_tokens: folded.summary_tokens,
                     carried: folded.carried,
                 })?;
-                packed = pack_with(&compactor);
+                packed = pack_with(&state.compactor);
             }
             packed
         };
@@ -337,15 +393,21 @@ async fn steps(
                     message: message.clone(),
                     usage: turn.usage.clone(),
                 })?;
-                invalid_in_a_row += 1;
-                if invalid_in_a_row >= spec.max_invalid_replies {
+                state.invalid_in_a_row += 1;
+                if state.invalid_in_a_row >= spec.max_invalid_replies {
                     stop_reason = "invalid_replies";
                     break;
                 }
                 let text =
                     format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
                 rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
-                observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
+                state.observations.push(Observation::new(
+                    step,
+                    "(invalid reply)",
+                    "(invalid reply)".into(),
+                    "failed",
+                    &text,
+                ));
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
@@ -360,7 +422,7 @@ async fn steps(
                 break;
             }
         };
-        invalid_in_a_row = 0;
+        state.invalid_in_a_row = 0;
         let size = reply.actions.len();
         for (i, action) in reply.actions.iter().enumerate() {
             rec.emit(EventBody::ModelAction {
@@ -379,10 +441,10 @@ async fn steps(
             cell,
             step,
             size,
-            memory: memory.as_mut(),
-            observations: &mut observations,
-            files_modified: &mut files_modified,
-            first_reads: &mut first_reads,
+            memory: state.memory.as_mut(),
+            observations: &mut state.observations,
+            files_modified: &mut state.files_modified,
+            first_reads: &mut state.first_reads,
         };
         for group in batch::plan(&reply.actions) {
             let indices = match group {
@@ -460,14 +522,23 @@ async fn steps(
                 }
             }
         }
-        files_modified.sort();
-        rec.emit(EventBody::StateUpdated { step, steps_used: step, files_modified: files_modified.clone(), finished })?;
+        state.files_modified.sort();
+        rec.emit(EventBody::StateUpdated {
+            step,
+            steps_used: step,
+            files_modified: state.files_modified.clone(),
+            finished,
+        })?;
+        (state.step, state.finished) = (step, finished);
+        if let Some(c) = checkpoints.as_mut() {
+            checkpoint::save(rec, c, plan, &state, provider.as_ref(), started)?;
+        }
         if finished {
             stop_reason = "finished";
             break;
         }
     }
-    Ok(LoopEnd { stop_reason, provider_failure, first_reads, turns })
+    Ok(LoopEnd { stop_reason, provider_failure, first_reads: state.first_reads, turns })
 }
 
 /// Scores the workspace once the agent has stopped (tests, then the verifier, with `extra`

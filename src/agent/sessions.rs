@@ -66,7 +66,8 @@ pub(super) async fn work(cell: &Cell<'_>, rec: &mut Recorder, started: Instant) 
         let session_plan = CellPlan { case: Arc::new(session_case), ..plan.clone() };
         let session_cell = Cell { plan: &session_plan, ..*cell };
         let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
-        let end = super::steps(&session_cell, rec, provider, next_step).await?;
+        // Sessions are not checkpointed (a resumed multi-session cell starts over).
+        let end = super::steps(&session_cell, rec, provider, next_step, None, started).await?;
         next_step += end.turns;
         for (path, step) in &end.first_reads {
             first_reads.entry(path.clone()).or_insert(*step);

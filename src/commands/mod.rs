@@ -82,6 +82,11 @@ pub fn dispatch(cli: Cli) -> Result<i32, CommandError> {
     }
     let settings = Settings::new(&cli, Environment::capture(&cli.root)?);
     match cli.command {
+        // A run directory is finished the one way, whichever command started it.
+        Command::Run(args) if args.resume.is_some() => {
+            let human = args.human_test_split;
+            matrix::matrix(settings.run_resume(args)?, human)
+        }
         Command::Run(args) => {
             let human = args.human_test_split;
             run::run(&settings, settings.run(args)?, human)

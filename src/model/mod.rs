@@ -142,6 +142,19 @@ pub trait Provider: Send {
     fn delegation(&mut self) -> Option<Box<dyn Provider>> {
         None
     }
+
+    /// What the provider carries from one turn to the next, for the cell's checkpoint
+    /// (`agent/checkpoint.rs`). None for a provider that carries nothing: the HTTP provider's
+    /// turns are stateless (each request is built from the projected context, which the
+    /// checkpoint restores), so after a resume it rebuilds the conversation by itself.
+    fn saved_state(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Continues from a [`Provider::saved_state`]; Err says why it cannot.
+    fn restore_state(&mut self, _state: &serde_json::Value) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A profile: a named way of producing actions, resolved once from the command line.
@@ -313,5 +326,16 @@ impl Provider for QueueProvider {
     /// `delegate` step has a child with nothing to say.
     fn delegation(&mut self) -> Option<Box<dyn Provider>> {
         Some(Box::new(QueueProvider::new(self.info.clone(), self.child.take().unwrap_or_default())))
+    }
+
+    /// The steps not yet handed out: branches already decided are gone from the queue, so the
+    /// rest continues exactly where the interrupted cell stood, whatever its contexts were.
+    fn saved_state(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(&self.steps).ok()
+    }
+
+    fn restore_state(&mut self, state: &serde_json::Value) -> Result<(), String> {
+        self.steps = serde_json::from_value(state.clone()).map_err(|e| format!("the script's remaining steps: {e}"))?;
+        Ok(())
     }
 }

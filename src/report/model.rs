@@ -427,7 +427,8 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
             | EventBody::RepoMapBuilt { .. }
             | EventBody::RepoMapUsed { .. }
             | EventBody::ContextCompacted { .. }
-            | EventBody::PolicyRetry { .. } => continue,
+            | EventBody::PolicyRetry { .. }
+            | EventBody::Checkpoint { .. } => continue,
             EventBody::ModelAction { step, tool, args, batch, .. } => {
                 let diff = match tool.as_str() {
                     "edit_file" => Some(line_diff(
@@ -509,6 +510,27 @@ pub fn timeline(cell_id: &str, events: &[Event]) -> Timeline {
                     ok: Some(*ok),
                 }
             }
+            EventBody::Resumed { from_step, discarded_events, workspace_restored, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "resumed".into(),
+                title: format!(
+                    "resumed from the checkpoint of step {from_step} ({discarded_events} later event(s) discarded{})",
+                    if *workspace_restored { ", workspace restored" } else { "" }
+                ),
+                detail: String::new(),
+                diff: None,
+                ok: None,
+            },
+            EventBody::ResumeRefused { reason, .. } => TimelineEntry {
+                seq: e.seq,
+                step: None,
+                kind: "resume_refused".into(),
+                title: "checkpoint refused: the cell started again from step 0".into(),
+                detail: clip(reason),
+                diff: None,
+                ok: Some(false),
+            },
             EventBody::TestResult { passed, exit_code, timed_out, output, .. } => TimelineEntry {
                 seq: e.seq,
                 step: None,

@@ -126,6 +126,17 @@ impl Shown {
     }
 }
 
+/// An interrupted cell taken up from its checkpoint.
+fn resumed_line(cell_id: &str, from_step: u32, restored: bool, duration_ms: u64) -> String {
+    let workspace = if restored { "workspace restored" } else { "workspace verified" };
+    format!("{cell_id}: continuing after step {from_step} from its checkpoint ({workspace}, {duration_ms} ms)")
+}
+
+/// A checkpoint that could not be used: a warning, the cell starts over.
+fn refused_line(cell_id: &str, reason: &str) -> String {
+    format!("warning: {cell_id}: checkpoint refused, the cell starts over from step 0: {reason}")
+}
+
 impl EngineSink for LineProgress {
     fn event(&self, event: EngineEvent<'_>) {
         let mut err = std::io::stderr().lock();
@@ -148,6 +159,10 @@ impl EngineSink for LineProgress {
             ),
             EngineEvent::ProfileUnavailable { reason, .. } => writeln!(err, "hcbench: {reason}"),
             EngineEvent::ProviderFailed { profile, failure } => writeln!(err, "{}", failure_text(profile, failure)),
+            EngineEvent::CellResumed { cell_id, from_step, workspace_restored, duration_ms } => {
+                writeln!(err, "hcbench: {}", resumed_line(cell_id, from_step, workspace_restored, duration_ms))
+            }
+            EngineEvent::ResumeRefused { cell_id, reason } => writeln!(err, "{}", refused_line(cell_id, reason)),
             EngineEvent::Cancelling => writeln!(
                 err,
                 "hcbench: interrupted: running cells are recorded as cancelled and reports written; press Ctrl-C again to stop at once"
@@ -272,6 +287,12 @@ impl EngineSink for BarProgress {
             }
             EngineEvent::ProviderFailed { profile, failure } => {
                 let _ = self.multi.println(failure_text(profile, failure));
+            }
+            EngineEvent::CellResumed { cell_id, from_step, workspace_restored, duration_ms } => {
+                let _ = self.multi.println(resumed_line(cell_id, from_step, workspace_restored, duration_ms));
+            }
+            EngineEvent::ResumeRefused { cell_id, reason } => {
+                let _ = self.multi.println(refused_line(cell_id, reason));
             }
             EngineEvent::CellStarted { .. } => {}
         }

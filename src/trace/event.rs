@@ -108,6 +108,13 @@ event_kinds! {
     SessionStarted = "session_started",
     /// A session of a multi-session case ended: its steps, and the features claimed and verified.
     SessionFinished = "session_finished",
+    /// The loop's state after a step was saved beside the trace (`agent/checkpoint.rs`).
+    Checkpoint = "checkpoint",
+    /// The cell continued from its last checkpoint after an interruption; the events between
+    /// that checkpoint and this one are discarded by replay.
+    Resumed = "resumed",
+    /// An interrupted cell's checkpoint could not be used: the cell started again from step 0.
+    ResumeRefused = "resume_refused",
 }
 
 fn one() -> u32 {
@@ -513,6 +520,43 @@ pub enum EventBody {
         head: Option<String>,
         elapsed_ms: u64,
     },
+    /// The loop's state after step `step` was written to `path` (relative to the cell
+    /// directory), atomically, before this event; `sha256` is of the file's bytes, so a resume
+    /// can tell the file it names from another. Written after that step's `state_updated`.
+    Checkpoint {
+        step: u32,
+        path: String,
+        sha256: String,
+        bytes: u64,
+        /// Time spent gathering the state, digesting the workspace and writing the file.
+        #[serde(default)]
+        duration_us: u64,
+    },
+    /// The cell continued after an interruption from the checkpoint of step `from_step`, named
+    /// by the `checkpoint` event at seq `checkpoint_seq`. Replay discards the events after that
+    /// one and before this one (`discarded_events` of them: what the interrupted process wrote
+    /// after its last checkpoint), so the summary is the one of an uninterrupted run.
+    Resumed {
+        from_step: u32,
+        checkpoint: String,
+        checkpoint_seq: u64,
+        discarded_events: u64,
+        /// True when the workspace did not match the checkpoint's digests and was rebuilt
+        /// from the fixture and the stored contents.
+        workspace_restored: bool,
+        /// Time spent verifying (and restoring) the workspace.
+        #[serde(default)]
+        restore_ms: u64,
+        /// Time from the start of the resume to the loop's next step, restore included.
+        duration_ms: u64,
+    },
+    /// The interrupted attempt's checkpoint was refused (`reason`); its trace was kept as
+    /// `abandoned_trace` (relative to the cell directory) and this trace starts the cell over.
+    ResumeRefused {
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        abandoned_trace: String,
+    },
 }
 
 /// What a delegation spent and returned, in `delegation_completed` and `delegation_failed`.
@@ -568,6 +612,9 @@ impl EventBody {
             EventBody::HookDecision { .. } => EventKind::HookDecision,
             EventBody::SessionStarted { .. } => EventKind::SessionStarted,
             EventBody::SessionFinished { .. } => EventKind::SessionFinished,
+            EventBody::Checkpoint { .. } => EventKind::Checkpoint,
+            EventBody::Resumed { .. } => EventKind::Resumed,
+            EventBody::ResumeRefused { .. } => EventKind::ResumeRefused,
         }
     }
 }

@@ -17,6 +17,8 @@ pub struct TraceWriter {
     run_id: String,
     cell_id: String,
     next_seq: u64,
+    /// Bytes in the file: where the next line starts (a checkpoint records it).
+    bytes: u64,
     line: Vec<u8>,
 }
 
@@ -30,6 +32,7 @@ impl TraceWriter {
             run_id: run_id.to_string(),
             cell_id: cell_id.to_string(),
             next_seq: 0,
+            bytes: 0,
             line: Vec::with_capacity(1024),
         })
     }
@@ -61,12 +64,18 @@ impl TraceWriter {
             run_id: run_id.to_string(),
             cell_id: cell_id.to_string(),
             next_seq: read.events.last().map_or(0, |e| e.seq + 1),
+            bytes: complete as u64,
             line: Vec::with_capacity(1024),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The last event written (its seq; None before the first) and the file's length after it.
+    pub fn position(&self) -> (Option<u64>, u64) {
+        (self.next_seq.checked_sub(1), self.bytes)
     }
 
     /// Stamps `body` with schema version, ids, sequence number and time, appends it and
@@ -88,6 +97,7 @@ impl TraceWriter {
         self.file.write_all(&self.line)?;
         self.file.flush()?;
         self.next_seq += 1;
+        self.bytes += self.line.len() as u64;
         Ok(event)
     }
 }

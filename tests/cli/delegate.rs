@@ -88,6 +88,7 @@ fn a_scripted_delegation_returns_evidence_links_its_trace_and_counts_in_the_summ
             "delegation_completed",
             "tool_result:delegate_readonly",
             "state_updated",
+            "checkpoint",
         ],
         "the delegation sits between the call's decision and its result"
     );

@@ -7,6 +7,7 @@ mod ablate;
 mod batch;
 mod bench;
 mod byo;
+mod checkpoint;
 mod context;
 mod conventions;
 mod delegate;

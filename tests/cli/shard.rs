@@ -18,7 +18,7 @@ fn manifest(run_dir: &Path) -> Value {
 /// A report file with what legitimately differs between two runs of one plan masked: the run
 /// ids (`ids`), timestamps, and every duration (JSON `*_ms` fields, the CSV's `wall_ms`
 /// column, JUnit `time`, and `0.8s`-style times in text, test output included).
-fn normalized(path: &Path, ids: &BTreeSet<String>) -> String {
+fn normalized(path: &Path, ids: &BTreeSet<String>, resumed: bool) -> String {
     let mut text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for id in ids {
         text = text.replace(id.as_str(), "RUN");
@@ -50,19 +50,27 @@ fn normalized(path: &Path, ids: &BTreeSet<String>) -> String {
     for (pattern, with) in masks {
         text = regex::Regex::new(pattern).unwrap().replace_all(&text, with).into_owned();
     }
+    if resumed {
+        // A cell continued from its checkpoint has one `resumed` event more, and says so.
+        text = regex::Regex::new(r#"(?m)^\s*"(resumes|resumed)": \d+,\n"#).unwrap().replace_all(&text, "").into_owned();
+        text = regex::Regex::new(r#""events": \d+"#).unwrap().replace_all(&text, r#""events": N"#).into_owned();
+    }
     text
 }
 
-/// Asserts every report of `merged` equals `full`'s but for run ids and times.
-fn assert_same_reports(full: &Path, merged: &Path, shards: &[PathBuf]) {
+/// Asserts every report of `merged` equals `full`'s but for run ids and times (and, with
+/// `resumed`, the resume count and event count of cells continued from a checkpoint).
+fn assert_same_reports(full: &Path, merged: &Path, shards: &[PathBuf], resumed: bool) {
     let ids: BTreeSet<String> = std::iter::once(full)
         .chain(std::iter::once(merged))
         .chain(shards.iter().map(PathBuf::as_path))
         .map(|d| manifest(d)["run_id"].as_str().unwrap().to_string())
         .collect();
     for name in ["report.md", "report.json", "cells.csv", "junit.xml", "report.html"] {
-        let (a, b) =
-            (normalized(&full.join("reports").join(name), &ids), normalized(&merged.join("reports").join(name), &ids));
+        let (a, b) = (
+            normalized(&full.join("reports").join(name), &ids, resumed),
+            normalized(&merged.join("reports").join(name), &ids, resumed),
+        );
         if a != b {
             let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
             panic!(
@@ -131,7 +139,7 @@ fn shards_of_hc_bench_merge_into_the_unsharded_run_for_1_2_3_and_7_parts() {
             .stderr_has(&format!("{planned} of {planned} planned cell(s) have a result"));
         merges += 1;
         assert_eq!(in_history(), merges, "the merged run is appended once");
-        assert_same_reports(&full, &merged, &shards);
+        assert_same_reports(&full, &merged, &shards, false);
         let m = manifest(&merged);
         assert!(m.get("shard").is_none());
         assert_eq!(m["merged_from"].as_array().unwrap().len(), n as usize);
@@ -216,7 +224,13 @@ fn an_interrupted_shard_resumes_and_then_merges_cleanly() {
     matrix_resume(&s2);
     let merged = dir.path().join("merged-after-resume");
     Test::new().args(&["merge"]).arg_path(&merged).arg_path(&s1).arg_path(&s2).run().code(0);
-    assert_same_reports(&full, &merged, &[s1, s2]);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(merged.join("reports/report.json")).unwrap()).unwrap();
+    let resumed = report["cells"].as_array().unwrap().iter().filter(|c| c["resumes"] == 1).count();
+    // Whether the cell interrupted mid-step had its checkpoint yet is a race with the Ctrl-C:
+    // it continued from it, or (none written yet) started over.
+    assert!(resumed <= 1, "only the interrupted cell can have resumed: {resumed}");
+    assert_same_reports(&full, &merged, &[s1, s2], true);
 }
 
 fn matrix_resume(run_dir: &Path) {

@@ -1,0 +1,870 @@
+//! Checkpoint and resume inside a cell.
+//!
+//! After every step's `state_updated` the loop saves what the rest of the cell is built from
+//! (the [`LoopState`]: observations, compactor, working memory, repo map, counters, the files
+//! changed and read; the provider's own state; the trace position; the token counters; the
+//! elapsed time) and the digests of every file in the workspace, as
+//! `checkpoint/step-NNNN.json` beside the trace, written atomically (renamed into place, not
+//! synced: a sync costs more than the rest of a checkpoint, the trace beside it is not synced
+//! either, and a file a power loss spoiled fails its sha256 check on resume and is refused). A `checkpoint` event then
+//! names the file and its sha256. The event is written after the file, so the last event always
+//! names a complete file; the file of the step before is removed only once the new event is
+//! written, so a kill between the two still finds the older pair.
+//!
+//! The workspace is recorded as digests (path -> sha256, size, mode), kept cheap per step by a
+//! stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
+//! it changed so recently (50 ms) that the file system's coarse clock could hide a second write. Every content
+//! hashed after the cell started is also kept in a content-addressed store
+//! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
+//! fixture, the stored contents over it, the paths the checkpoint does not have removed.
+//!
+//! A resume ([`resume`]) trusts nothing it did not check: the file must be the one the trace's
+//! last `checkpoint` event names (sha256), of this schema, of this run and cell, at the trace
+//! position it records (the `state_updated` of its step, ending at the byte length it
+//! records), with the token counters the trace folds to there. Then the workspace is checked
+//! against the digests and rebuilt when it differs, and checked again. Anything that fails is
+//! refused with a reason ([`Refusal`]) and the caller starts the cell over with a fresh trace,
+//! keeping the old one beside it ([`abandon`]).
+//!
+//! Traces stay append-only: what the interrupted process wrote after its last checkpoint stays
+//! in the file, and the `resumed` event tells replay to discard it (`crate::replay`).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::compaction::Compactor;
+use super::context::Observation;
+use super::memory::WorkingMemory;
+use crate::replay::SummaryBuilder;
+use crate::trace::{EventBody, TraceWriter};
+use crate::util::sha256_hex;
+
+/// Version of the checkpoint file format. A checkpoint of another version is refused (the cell
+/// starts over): a checkpoint only ever continues the hcbench that wrote it.
+pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;
+/// The cell directory's folder of checkpoint files and stored contents.
+pub const DIR: &str = "checkpoint";
+const BLOBS: &str = "blobs";
+
+/// The loop's state between two steps: what the next context projection and the end of the
+/// cell are built from. The loop keeps its working state in this one struct so a checkpoint
+/// cannot forget a piece of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopState {
+    /// The last step whose `state_updated` was written (0 before the first).
+    pub step: u32,
+    /// True when that step ran `finish`: the loop is over and scoring is next.
+    pub finished: bool,
+    /// Unusable replies in a row, against `max_invalid_replies`.
+    pub invalid_in_a_row: u32,
+    /// The repo map injected into the context, ranked once per cell.
+    pub repo_map: Option<String>,
+    pub memory: Option<WorkingMemory>,
+    pub observations: Vec<Observation>,
+    pub compactor: Compactor,
+    pub files_modified: Vec<String>,
+    /// Per path, the step of its first successful read (the verifier's `first_read_step`).
+    pub first_reads: BTreeMap<String, u32>,
+}
+
+/// Where the trace stood when a checkpoint was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracePosition {
+    /// Seq of the step's `state_updated`, the last event before the checkpoint.
+    pub seq: u64,
+    /// Length of the trace file after that event.
+    pub bytes: u64,
+}
+
+/// One workspace path as a checkpoint records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Entry {
+    File { sha256: String, size: u64, mode: u32 },
+    Symlink { target: String },
+    Dir,
+}
+
+/// The checkpoint file (`checkpoint/step-NNNN.json`). Borrowed when written, owned when read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint<'a> {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub cell_id: String,
+    pub step: u32,
+    pub trace: TracePosition,
+    /// Cell wall-clock time used so far; a resumed cell's `elapsed_ms` continues from it.
+    pub elapsed_ms: u64,
+    /// The token counters the trace folds to at the checkpoint (checked on resume).
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// [`crate::model::Provider::saved_state`].
+    #[serde(default)]
+    pub provider: Option<serde_json::Value>,
+    pub state: Cow<'a, LoopState>,
+    /// Every path of the workspace, relative, with `/` separators.
+    pub workspace: Cow<'a, BTreeMap<String, Entry>>,
+}
+
+/// Why a checkpoint could not be used, for the `resume_refused` event and the terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(reason.into()))
+}
+
+/// What one stat of a file says; a cached digest stands while it is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    mode: u32,
+}
+
+impl Stat {
+    fn of(meta: &std::fs::Metadata) -> Stat {
+        Stat {
+            size: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            ino: meta.ino(),
+            mode: meta.permissions().mode() & 0o7777,
+        }
+    }
+}
+
+/// A file written this close to its hashing may be written again within the same time stamp:
+/// file systems stamp files from a coarse clock (a jiffy, up to 10 ms), so a second write in
+/// the same tick would leave the stat unchanged. Its cached digest is not trusted next time;
+/// a file older than this cannot be written again without its mtime moving on.
+const RACY_NS: i128 = 50_000_000;
+
+/// The workspace's digests with a stat cache, and the store of contents seen since the start.
+pub struct Digests {
+    root: PathBuf,
+    cache: HashMap<String, (Stat, bool, String)>,
+    blobs: PathBuf,
+    stored: HashSet<String>,
+    /// When false (the first scan of a fresh workspace, a verification), contents are not kept.
+    keep: bool,
+}
+
+impl Digests {
+    /// Digests of `ws`, storing contents under `cell_dir/checkpoint/blobs`.
+    pub fn new(ws: &Path, cell_dir: &Path) -> Digests {
+        let blobs = cell_dir.join(DIR).join(BLOBS);
+        let stored = std::fs::read_dir(&blobs)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        Digests { root: ws.to_path_buf(), cache: HashMap::new(), blobs, stored, keep: false }
+    }
+
+    /// Every path of the workspace now. Files whose stat changed since the last scan are
+    /// hashed again and, once the baseline is taken, their contents kept.
+    pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
+        let mut out = BTreeMap::new();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let root = self.root.clone();
+        self.walk(&root, "", now, &mut out)?;
+        self.cache.retain(|path, _| out.contains_key(path));
+        // From here on, every new content is one a restore may need.
+        self.keep = true;
+        Ok(out)
+    }
+
+    fn walk(&mut self, dir: &Path, prefix: &str, now: i128, out: &mut BTreeMap<String, Entry>) -> io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path)?;
+            let ty = meta.file_type();
+            if ty.is_symlink() {
+                let target = std::fs::read_link(&path)?.to_string_lossy().into_owned();
+                out.insert(rel, Entry::Symlink { target });
+            } else if ty.is_dir() {
+                out.insert(rel.clone(), Entry::Dir);
+                self.walk(&path, &rel, now, out)?;
+            } else if ty.is_file() {
+                let stat = Stat::of(&meta);
+                let sha = match self.cache.get(&rel) {
+                    Some((cached, true, sha)) if *cached == stat => sha.clone(),
+                    _ => {
+                        let bytes = std::fs::read(&path)?;
+                        let sha = sha256_hex(&bytes);
+                        if self.keep && !self.stored.contains(&sha) {
+                            std::fs::create_dir_all(&self.blobs)?;
+                            crate::util::write_atomic_unsynced(&self.blobs.join(&sha), &bytes)?;
+                            self.stored.insert(sha.clone());
+                        }
+                        let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
+                        self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
+                        sha
+                    }
+                };
+                out.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A checkpoint written, not yet named by its event.
+pub struct Saved {
+    /// Relative to the cell directory.
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+    pub duration_us: u64,
+}
+
+/// Writes a cell's checkpoints.
+pub struct Checkpointer {
+    cell_dir: PathBuf,
+    digests: Digests,
+    /// The file of the last checkpoint whose event was written.
+    committed: Option<PathBuf>,
+    /// The file written last, until its event is.
+    pending: Option<PathBuf>,
+}
+
+impl Checkpointer {
+    /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
+    pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
+        let mut digests = Digests::new(ws, cell_dir);
+        digests.scan()?;
+        Ok(Checkpointer { cell_dir: cell_dir.to_path_buf(), digests, committed: None, pending: None })
+    }
+
+    /// [`Checkpointer::start`], or None (a warning) when the workspace cannot be read: the cell
+    /// then runs without checkpoints, as it did before they existed.
+    pub fn for_fresh(ws: &Path, cell_dir: &Path) -> Option<Checkpointer> {
+        Checkpointer::start(ws, cell_dir)
+            .map_err(|e| tracing::warn!("cannot digest the workspace {}: {e}; no checkpoints", ws.display()))
+            .ok()
+    }
+
+    /// Saves `state` after its step. `position` is the trace writer's (the step's
+    /// `state_updated` is the last event); `tokens` the fold's (input, output) counters.
+    #[allow(clippy::too_many_arguments)]
+    pub fn save(
+        &mut self,
+        ids: (&str, &str),
+        state: &LoopState,
+        provider: Option<serde_json::Value>,
+        position: (Option<u64>, u64),
+        tokens: (u64, u64),
+        elapsed_ms: u64,
+    ) -> io::Result<Saved> {
+        let t0 = Instant::now();
+        let workspace = self.digests.scan()?;
+        let (Some(seq), bytes) = position else {
+            return Err(io::Error::other("a checkpoint needs the step's state_updated in the trace"));
+        };
+        let checkpoint = Checkpoint {
+            schema_version: CHECKPOINT_SCHEMA_VERSION,
+            run_id: ids.0.to_string(),
+            cell_id: ids.1.to_string(),
+            step: state.step,
+            trace: TracePosition { seq, bytes },
+            elapsed_ms,
+            input_tokens: tokens.0,
+            output_tokens: tokens.1,
+            provider,
+            state: Cow::Borrowed(state),
+            workspace: Cow::Owned(workspace),
+        };
+        let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
+        let rel = format!("{DIR}/step-{:04}.json", state.step);
+        let path = self.cell_dir.join(&rel);
+        std::fs::create_dir_all(self.cell_dir.join(DIR))?;
+        crate::util::write_atomic_unsynced(&path, &text)?;
+        self.pending = Some(path);
+        Ok(Saved {
+            path: rel,
+            sha256: sha256_hex(&text),
+            bytes: text.len() as u64,
+            duration_us: t0.elapsed().as_micros() as u64,
+        })
+    }
+
+    /// The last saved checkpoint's event is written: the one before it is no longer needed.
+    pub fn committed(&mut self) {
+        let Some(now) = self.pending.take() else { return };
+        if let Some(before) = self.committed.replace(now)
+            && Some(&before) != self.committed.as_ref()
+        {
+            let _ = std::fs::remove_file(before);
+        }
+    }
+
+    /// The event the loop writes for `saved`.
+    pub fn event(step: u32, saved: &Saved) -> EventBody {
+        EventBody::Checkpoint {
+            step,
+            path: saved.path.clone(),
+            sha256: saved.sha256.clone(),
+            bytes: saved.bytes,
+            duration_us: saved.duration_us,
+        }
+    }
+}
+
+/// An interrupted cell made ready to continue: the trace reopened for append, the fold of its
+/// events, the checkpoint's state and the verified workspace.
+pub struct Resume {
+    pub writer: TraceWriter,
+    /// Every event of the trace folded, the discarded ones too: the `resumed` event the caller
+    /// writes next puts the fold back to the checkpoint.
+    pub summary: SummaryBuilder,
+    pub checkpoint: Checkpoint<'static>,
+    pub checkpointer: Checkpointer,
+    /// The `resumed` event, but for `duration_ms`, which the caller measures to its next step.
+    pub from_step: u32,
+    pub checkpoint_path: String,
+    pub checkpoint_seq: u64,
+    pub discarded_events: u64,
+    pub workspace_restored: bool,
+    pub restore_ms: u64,
+    /// The workspace (canonical).
+    pub ws: PathBuf,
+}
+
+/// What `resume` needs to know about the cell.
+pub struct CellPaths<'a> {
+    pub run_id: &'a str,
+    pub cell_id: &'a str,
+    pub cell_dir: &'a Path,
+    pub fixture: &'a Path,
+    pub workspace: &'a Path,
+}
+
+/// Checks the last checkpoint of the cell's trace against the trace and the workspace
+/// (restoring the workspace when it differs) and reopens the trace for append.
+pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
+    let trace = cell.cell_dir.join("trace.jsonl");
+    let read = crate::trace::read_trace(&trace).map_err(|e| Refusal(format!("the trace cannot be read: {e}")))?;
+    if !read.stats.skipped.is_empty() {
+        return refuse("the trace holds event kinds this hcbench does not know (a newer hcbench wrote it)");
+    }
+    let events = read.events;
+    if let Some(e) = events.iter().find(|e| e.run_id != cell.run_id || e.cell_id != cell.cell_id) {
+        return refuse(format!(
+            "the trace holds an event of run {:?} cell {:?}, not of this cell",
+            e.run_id, e.cell_id
+        ));
+    }
+    let Some(at) = events.iter().rposition(|e| matches!(e.body, EventBody::Checkpoint { .. })) else {
+        return refuse("the trace has no checkpoint (the cell was interrupted before its first step ended)");
+    };
+    let EventBody::Checkpoint { step, path: rel, sha256, .. } = &events[at].body else { unreachable!() };
+    let checkpoint_seq = events[at].seq;
+    let rel = rel.clone();
+    if !rel.starts_with(&format!("{DIR}/")) || rel.split('/').any(|part| part == ".." || part.is_empty()) {
+        return refuse(format!("the checkpoint event names {rel:?}, which is not a file under {DIR}/"));
+    }
+    let file = cell.cell_dir.join(&rel);
+    let bytes = std::fs::read(&file).map_err(|e| Refusal(format!("checkpoint {rel} cannot be read: {e}")))?;
+    let found = sha256_hex(&bytes);
+    if found != *sha256 {
+        return refuse(format!(
+            "checkpoint {rel} has sha256 {}…, not the {}… its checkpoint event names (the file was changed or cut after it was written)",
+            &found[..12],
+            &sha256[..sha256.len().min(12)]
+        ));
+    }
+    #[derive(Deserialize)]
+    struct Version {
+        schema_version: u32,
+    }
+    let version: Version = serde_json::from_slice(&bytes)
+        .map_err(|e| Refusal(format!("checkpoint {rel} is not a checkpoint file: {e}")))?;
+    if version.schema_version != CHECKPOINT_SCHEMA_VERSION {
+        return refuse(format!(
+            "checkpoint {rel} has schema_version {}, this hcbench reads {CHECKPOINT_SCHEMA_VERSION}",
+            version.schema_version
+        ));
+    }
+    let checkpoint: Checkpoint<'static> =
+        serde_json::from_slice(&bytes).map_err(|e| Refusal(format!("checkpoint {rel} is not valid: {e}")))?;
+    if checkpoint.run_id != cell.run_id || checkpoint.cell_id != cell.cell_id || checkpoint.step != *step {
+        return refuse(format!(
+            "checkpoint {rel} is of run {:?} cell {:?} step {}, but its event is of this cell at step {step}",
+            checkpoint.run_id, checkpoint.cell_id, checkpoint.step
+        ));
+    }
+    check_position(&trace, &events, at, &checkpoint).map_err(|why| Refusal(format!("checkpoint {rel}: {why}")))?;
+    let mut summary = SummaryBuilder::new();
+    for e in &events[..=at] {
+        summary.observe(e);
+    }
+    if summary.token_counts() != (checkpoint.input_tokens, checkpoint.output_tokens) {
+        return refuse(format!(
+            "checkpoint {rel} counts {} input and {} output tokens, the trace up to it {:?}",
+            checkpoint.input_tokens,
+            checkpoint.output_tokens,
+            summary.token_counts()
+        ));
+    }
+    for e in &events[at + 1..] {
+        summary.observe(e);
+    }
+
+    let t0 = Instant::now();
+    let link = cell.cell_dir.join("workspace");
+    let mut workspace_restored = false;
+    let mut digests = match verify(cell.workspace, cell.cell_dir, &checkpoint.workspace) {
+        Ok(d) => d,
+        Err(_) => {
+            restore(cell.fixture, cell.workspace, &link, cell.cell_dir, &checkpoint.workspace)
+                .map_err(|e| Refusal(format!("the workspace cannot be restored from checkpoint {rel}: {e}")))?;
+            workspace_restored = true;
+            verify(cell.workspace, cell.cell_dir, &checkpoint.workspace).map_err(|why| {
+                Refusal(format!(
+                    "the workspace restored from the fixture and the stored contents does not match checkpoint {rel}: {why}"
+                ))
+            })?
+        }
+    };
+    digests.keep = true;
+    let restore_ms = t0.elapsed().as_millis() as u64;
+    let ws = cell.workspace.canonicalize().map_err(|e| Refusal(format!("the workspace is gone: {e}")))?;
+    if link.symlink_metadata().is_err() {
+        let _ = std::os::unix::fs::symlink(&ws, &link);
+    }
+    let writer = TraceWriter::append_to(&trace, cell.run_id, cell.cell_id)
+        .map_err(|e| Refusal(format!("the trace cannot be reopened: {e}")))?;
+    Ok(Resume {
+        writer,
+        summary,
+        from_step: checkpoint.step,
+        checkpoint_path: rel.clone(),
+        checkpoint_seq,
+        discarded_events: (events.len() - at - 1) as u64,
+        workspace_restored,
+        restore_ms,
+        checkpointer: Checkpointer {
+            cell_dir: cell.cell_dir.to_path_buf(),
+            digests,
+            committed: Some(file),
+            pending: None,
+        },
+        checkpoint,
+        ws,
+    })
+}
+
+/// What an earlier attempt of a cell left, as [`reopen`] found it.
+pub(super) enum Reopened {
+    /// No trace: a cell that never started.
+    Nothing,
+    /// Its checkpoint could not be used; the attempt was set aside and the cell starts over.
+    Refused { reason: String, abandoned_trace: String },
+    /// Continued: the recorder (its `resumed` event written) and what the loop takes up.
+    Resumed(Box<(super::Recorder, ResumedCell)>),
+}
+
+/// What the loop of a resumed cell starts from.
+pub(super) struct ResumedCell {
+    pub(super) state: LoopState,
+    pub(super) checkpointer: Checkpointer,
+    pub(super) ws: PathBuf,
+    /// The cell's start, moved back by the time the interrupted attempt had used.
+    pub(super) started: Instant,
+    pub(super) used: std::time::Duration,
+}
+
+/// Looks for an earlier attempt of `plan`'s cell and continues it when its last checkpoint
+/// holds: the provider continues from its saved state, the trace gets its `resumed` event,
+/// and the sink hears of it. A refused checkpoint is said to the sink too. Errs only when the
+/// attempt cannot be set aside (the caller could not write a fresh trace either).
+pub(super) fn reopen(
+    plan: &super::CellPlan,
+    provider: &mut dyn crate::model::Provider,
+    sink: &dyn crate::events::EngineSink,
+) -> io::Result<Reopened> {
+    let t0 = Instant::now();
+    if !plan.cell_dir.join("trace.jsonl").exists() {
+        return Ok(Reopened::Nothing);
+    }
+    let paths = CellPaths {
+        run_id: &plan.run_id,
+        cell_id: &plan.cell_id,
+        cell_dir: &plan.cell_dir,
+        fixture: &plan.case.fixture_dir,
+        workspace: &plan.workspace,
+    };
+    // A multi-session case writes no checkpoints (its state spans sessions): it starts over.
+    let resumed = if plan.case.sessions.is_some() {
+        Err(Refusal("a multi-session cell is not checkpointed; it starts again from session 1".into()))
+    } else {
+        resume(&paths)
+    };
+    let resumed = resumed.and_then(|r| match &r.checkpoint.provider {
+        Some(saved) => provider
+            .restore_state(saved)
+            .map(|()| r)
+            .map_err(|e| Refusal(format!("the model provider cannot continue from the checkpoint: {e}"))),
+        None => Ok(r),
+    });
+    let r = match resumed {
+        Ok(r) => r,
+        Err(refusal) => {
+            let abandoned_trace = abandon(&plan.cell_dir)?;
+            sink.event(crate::events::EngineEvent::ResumeRefused { cell_id: &plan.cell_id, reason: &refusal.0 });
+            return Ok(Reopened::Refused { reason: refusal.0, abandoned_trace });
+        }
+    };
+    let used = std::time::Duration::from_millis(r.checkpoint.elapsed_ms);
+    let mut rec = super::Recorder { writer: r.writer, summary: r.summary };
+    let duration_ms = t0.elapsed().as_millis() as u64;
+    rec.emit(EventBody::Resumed {
+        from_step: r.from_step,
+        checkpoint: r.checkpoint_path,
+        checkpoint_seq: r.checkpoint_seq,
+        discarded_events: r.discarded_events,
+        workspace_restored: r.workspace_restored,
+        restore_ms: r.restore_ms,
+        duration_ms,
+    })?;
+    sink.event(crate::events::EngineEvent::CellResumed {
+        cell_id: &plan.cell_id,
+        from_step: r.from_step,
+        workspace_restored: r.workspace_restored,
+        duration_ms,
+    });
+    let cell = ResumedCell {
+        state: r.checkpoint.state.into_owned(),
+        checkpointer: r.checkpointer,
+        ws: r.ws,
+        started: Instant::now().checked_sub(used).unwrap_or_else(Instant::now),
+        used,
+    };
+    Ok(Reopened::Resumed(Box::new((rec, cell))))
+}
+
+/// Saves the checkpoint after `state`'s step and writes its event. A checkpoint that cannot be
+/// written is a warning, not the cell's end: a resume then continues from the one before.
+pub(super) fn save(
+    rec: &mut super::Recorder,
+    checkpointer: &mut Checkpointer,
+    plan: &super::CellPlan,
+    state: &LoopState,
+    provider: &dyn crate::model::Provider,
+    started: Instant,
+) -> io::Result<()> {
+    let saved = checkpointer.save(
+        (&plan.run_id, &plan.cell_id),
+        state,
+        provider.saved_state(),
+        rec.writer.position(),
+        rec.summary.token_counts(),
+        started.elapsed().as_millis() as u64,
+    );
+    match saved {
+        Ok(saved) => {
+            rec.emit(Checkpointer::event(state.step, &saved))?;
+            checkpointer.committed();
+        }
+        Err(e) => tracing::warn!(cell = %plan.cell_id, step = state.step, "cannot write the checkpoint: {e}"),
+    }
+    Ok(())
+}
+
+/// The checkpoint must follow its step's `state_updated`, which ends where it says.
+fn check_position(trace: &Path, events: &[crate::trace::Event], at: usize, cp: &Checkpoint<'_>) -> Result<(), String> {
+    let seq = cp.trace.seq;
+    let Some(i) = events.iter().position(|e| e.seq == seq) else {
+        return Err(format!("it records trace seq {seq}, which the trace does not have"));
+    };
+    match events[i].body {
+        EventBody::StateUpdated { step, .. } if step == cp.step && i + 1 == at => {}
+        _ => return Err(format!("the trace's event at seq {seq} is not the state_updated of step {}", cp.step)),
+    }
+    // Line `seq` ends at the (seq+1)-th newline: one event per line, seq from 0.
+    let bytes = std::fs::read(trace).map_err(|e| format!("the trace cannot be read: {e}"))?;
+    let end = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(seq as usize).map(|(k, _)| k as u64 + 1);
+    if end != Some(cp.trace.bytes) {
+        return Err(format!(
+            "it records the trace at byte {}, but event {seq} ends at byte {}",
+            cp.trace.bytes,
+            end.map_or("(none)".into(), |e| e.to_string())
+        ));
+    }
+    Ok(())
+}
+
+/// Digests of the workspace now, if they are `want`; Err names the first difference.
+fn verify(ws: &Path, cell_dir: &Path, want: &BTreeMap<String, Entry>) -> Result<Digests, String> {
+    let mut digests = Digests::new(ws, cell_dir);
+    let now = digests.scan().map_err(|e| format!("cannot read the workspace {}: {e}", ws.display()))?;
+    if let Some(why) = first_difference(&now, want) {
+        return Err(why);
+    }
+    Ok(digests)
+}
+
+fn first_difference(now: &BTreeMap<String, Entry>, want: &BTreeMap<String, Entry>) -> Option<String> {
+    for (path, entry) in want {
+        match now.get(path) {
+            None => return Some(format!("{path} is missing")),
+            Some(e) if e != entry => return Some(format!("{path} differs ({e:?}, the checkpoint has {entry:?})")),
+            Some(_) => {}
+        }
+    }
+    now.keys().find(|p| !want.contains_key(*p)).map(|p| format!("{p} is not in the checkpoint"))
+}
+
+/// Rebuilds the workspace: a fresh copy of the fixture, the stored contents over it, and the
+/// paths the checkpoint does not have removed.
+pub fn restore(
+    fixture: &Path,
+    ws: &Path,
+    link: &Path,
+    cell_dir: &Path,
+    entries: &BTreeMap<String, Entry>,
+) -> io::Result<()> {
+    if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(link)?;
+    }
+    let ws = crate::workspace::fresh(fixture, ws, link).map_err(|e| io::Error::other(e.to_string()))?;
+    let mut fresh = Digests::new(&ws, cell_dir);
+    let copied = fresh.scan()?;
+    // Children sort after their parents: remove from the end.
+    for (path, entry) in copied.iter().rev() {
+        if entries.get(path).is_some_and(|want| same_kind(want, entry)) {
+            continue;
+        }
+        let p = ws.join(path);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p)?,
+            Ok(_) => std::fs::remove_file(&p)?,
+            Err(_) => {}
+        }
+    }
+    let blobs = cell_dir.join(DIR).join(BLOBS);
+    for (path, entry) in entries {
+        let p = ws.join(path);
+        match entry {
+            Entry::Dir => std::fs::create_dir_all(&p)?,
+            Entry::Symlink { target } => {
+                if p.symlink_metadata().is_err() {
+                    std::os::unix::fs::symlink(target, &p)?;
+                }
+            }
+            Entry::File { sha256, mode, .. } => {
+                let stored = blobs.join(sha256);
+                let matches = matches!(copied.get(path), Some(Entry::File { sha256: s, .. }) if s == sha256);
+                if !matches && stored.is_file() {
+                    std::fs::write(&p, std::fs::read(&stored)?)?;
+                }
+                if p.is_file() {
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn same_kind(a: &Entry, b: &Entry) -> bool {
+    match (a, b) {
+        (Entry::Symlink { target: x }, Entry::Symlink { target: y }) => x == y,
+        _ => std::mem::discriminant(a) == std::mem::discriminant(b),
+    }
+}
+
+/// Sets an interrupted attempt aside so the cell can start over: `trace.jsonl` becomes
+/// `trace.jsonl.abandoned-N` and `checkpoint/` `checkpoint.abandoned-N` (the first free N), and
+/// the link to the old workspace goes (a fresh one replaces it). Returns the trace's new name.
+pub fn abandon(cell_dir: &Path) -> io::Result<String> {
+    let n = (1..).find(|n| !cell_dir.join(format!("trace.jsonl.abandoned-{n}")).exists()).unwrap_or(1);
+    let name = format!("trace.jsonl.abandoned-{n}");
+    std::fs::rename(cell_dir.join("trace.jsonl"), cell_dir.join(&name))?;
+    if cell_dir.join(DIR).exists() {
+        std::fs::rename(cell_dir.join(DIR), cell_dir.join(format!("{DIR}.abandoned-{n}")))?;
+    }
+    let link = cell_dir.join("workspace");
+    if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(link)?;
+    }
+    Ok(name)
+}
+
+/// Whether `cell_dir` holds an interrupted attempt a resume may continue: a trace with a
+/// `checkpoint` event. `matrix --resume` keeps such a cell's directory instead of removing it.
+pub fn resumable(cell_dir: &Path) -> bool {
+    let trace = cell_dir.join("trace.jsonl");
+    let Ok(text) = std::fs::read(&trace) else { return false };
+    let needle = b"\"kind\":\"checkpoint\"";
+    text.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    #[test]
+    fn digests_rehash_only_what_changed_and_keep_new_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
+        tree(&ws, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 2\n")]);
+        let mut d = Digests::new(&ws, &cell);
+        let first = d.scan().unwrap();
+        assert_eq!(first.len(), 3, "two files and a folder: {first:?}");
+        assert!(!cell.join(DIR).join(BLOBS).exists(), "the baseline is the fixture: nothing stored");
+        std::fs::write(ws.join("a.py"), "x = 10\n").unwrap();
+        std::fs::remove_file(ws.join("pkg/b.py")).unwrap();
+        let second = d.scan().unwrap();
+        let Some(Entry::File { sha256, size, .. }) = second.get("a.py") else { panic!("{second:?}") };
+        assert_eq!((sha256.as_str(), *size), (sha256_hex(b"x = 10\n").as_str(), 7));
+        assert!(!second.contains_key("pkg/b.py"));
+        assert_eq!(std::fs::read(cell.join(DIR).join(BLOBS).join(sha256)).unwrap(), b"x = 10\n");
+    }
+
+    #[test]
+    fn a_workspace_is_restored_from_the_fixture_and_the_stored_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n"), ("old.py", "gone\n"), ("keep.py", "k\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        let link = cell.join("workspace");
+        crate::workspace::fresh(&fixture, &ws, &link).unwrap();
+        let mut d = Digests::new(&ws, &cell);
+        d.scan().unwrap();
+        tree(&ws, &[("a.py", "x = 2\n"), ("new/c.sh", "#!/bin/sh\n")]);
+        std::fs::set_permissions(ws.join("new/c.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::remove_file(ws.join("old.py")).unwrap();
+        let want = d.scan().unwrap();
+        // What a killed step did after the checkpoint, and worse.
+        std::fs::write(ws.join("a.py"), "x = 3\n").unwrap();
+        std::fs::write(ws.join("stray.txt"), "?").unwrap();
+        std::fs::remove_dir_all(ws.join("new")).unwrap();
+        let e = verify(&ws, &cell, &want).err().unwrap();
+        assert!(e.contains("a.py differs"), "{e}");
+        restore(&fixture, &ws, &link, &cell, &want).unwrap();
+        assert!(verify(&ws, &cell, &want).is_ok());
+        assert_eq!(std::fs::read_to_string(ws.join("a.py")).unwrap(), "x = 2\n");
+        assert!(!ws.join("old.py").exists() && !ws.join("stray.txt").exists());
+        assert_eq!(std::fs::metadata(ws.join("new/c.sh")).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(std::fs::read_link(&link).unwrap(), ws.canonicalize().unwrap());
+    }
+
+    /// A trace of one step with its checkpoint, as the loop writes it; returns the paths.
+    fn one_step_cell(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (fixture, ws, cell) = (dir.join("fx"), dir.join("ws"), dir.join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
+        w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
+        let state = LoopState { step: 1, ..LoopState::default() };
+        let saved = cp.save(("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        w.append(Checkpointer::event(1, &saved)).unwrap();
+        cp.committed();
+        (fixture, ws, cell)
+    }
+
+    #[test]
+    fn a_checkpoint_that_does_not_match_its_trace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = one_step_cell(dir.path());
+        let paths = CellPaths { run_id: "r", cell_id: "c", cell_dir: &cell, fixture: &fixture, workspace: &ws };
+        let ok = resume(&paths).map_err(|r| r.0).unwrap();
+        assert_eq!((ok.from_step, ok.discarded_events, ok.workspace_restored), (1, 0, false));
+        drop(ok);
+        // Another run's cell: refused before anything else is looked at.
+        let other = CellPaths { run_id: "r2", ..paths };
+        let e = resume(&other).err().unwrap().0;
+        assert!(e.contains("an event of run \"r\""), "{e}");
+        // The file says the trace ended elsewhere (its sha256 made to match, so the position is
+        // what fails).
+        let trace = cell.join("trace.jsonl");
+        let file = cell.join(DIR).join("step-0001.json");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let moved = text.replacen("\"bytes\":", "\"bytes\":1", 1);
+        std::fs::write(&file, &moved).unwrap();
+        let t = std::fs::read_to_string(&trace)
+            .unwrap()
+            .replace(&sha256_hex(text.as_bytes()), &sha256_hex(moved.as_bytes()));
+        std::fs::write(&trace, t).unwrap();
+        let e = resume(&paths).err().unwrap().0;
+        assert!(e.contains("it records the trace at byte 1"), "{e}");
+        // No checkpoint at all.
+        std::fs::write(&trace, "").unwrap();
+        let e = resume(&paths).err().unwrap().0;
+        assert!(e.contains("the trace has no checkpoint"), "{e}");
+    }
+
+    #[test]
+    fn the_loop_state_round_trips_through_a_checkpoint_file() {
+        let mut memory = WorkingMemory::new("fix the parser");
+        let call = crate::action::Call::from_action(&crate::action::Action::new(
+            "read_file",
+            serde_json::json!({"path": "a.py"}),
+        ))
+        .unwrap();
+        let out = super::super::tools::ToolOutput {
+            ok: true,
+            text: "1: def parse():\n".into(),
+            read: Some("a.py".into()),
+            ..Default::default()
+        };
+        memory.observe(1, &call, &out);
+        let state = LoopState {
+            step: 3,
+            finished: false,
+            invalid_in_a_row: 1,
+            repo_map: Some("a.py\n  def parse".into()),
+            memory: Some(memory),
+            observations: vec![Observation::new(1, "read_file", "read_file a.py".into(), "ok", "1: def parse():")],
+            compactor: Compactor::default(),
+            files_modified: vec!["a.py".into()],
+            first_reads: [("a.py".to_string(), 1)].into(),
+        };
+        let cp = Checkpoint {
+            schema_version: CHECKPOINT_SCHEMA_VERSION,
+            run_id: "r".into(),
+            cell_id: "c".into(),
+            step: 3,
+            trace: TracePosition { seq: 9, bytes: 900 },
+            elapsed_ms: 5,
+            input_tokens: 1,
+            output_tokens: 2,
+            provider: None,
+            state: Cow::Borrowed(&state),
+            workspace: Cow::Owned(BTreeMap::new()),
+        };
+        let back: Checkpoint<'static> = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
+        assert_eq!(back.state.as_ref(), &state);
+        let bad = serde_json::to_string(&cp).unwrap().replace("\"status\":\"ok\"", "\"status\":\"maybe\"");
+        let e = serde_json::from_str::<Checkpoint<'static>>(&bad).unwrap_err().to_string();
+        assert!(e.contains("unknown observation status \"maybe\""), "{e}");
+    }
+}
