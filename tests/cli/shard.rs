@@ -51,8 +51,13 @@ fn normalized(path: &Path, ids: &BTreeSet<String>, resumed: bool) -> String {
         text = regex::Regex::new(pattern).unwrap().replace_all(&text, with).into_owned();
     }
     if resumed {
-        // A cell continued from its checkpoint has one `resumed` event more, and says so.
-        text = regex::Regex::new(r#"(?m)^\s*"(resumes|resumed)": \d+,\n"#).unwrap().replace_all(&text, "").into_owned();
+        // The interrupted cell has one event more: `resumed` when it continued from its
+        // checkpoint (and says so in `resumes`), `resume_refused` when it had none yet.
+        for pattern in
+            [r#"\s*"(resumes|resumed|resume_refused)": \d+,"#, r#",\s*"(resumes|resumed|resume_refused)": \d+"#]
+        {
+            text = regex::Regex::new(pattern).unwrap().replace_all(&text, "").into_owned();
+        }
         text = regex::Regex::new(r#""events": \d+"#).unwrap().replace_all(&text, r#""events": N"#).into_owned();
     }
     text
