@@ -66,6 +66,9 @@ pub struct LoopState {
     /// The repo map injected into the context, ranked once per cell.
     pub repo_map: Option<String>,
     pub memory: Option<WorkingMemory>,
+    /// In a checkpoint file this is empty: the observations are stored once each as blobs and
+    /// named by [`Checkpoint::observations`], so a step writes only its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<Observation>,
     pub compactor: Compactor,
     pub files_modified: Vec<String>,
@@ -108,6 +111,11 @@ pub struct Checkpoint<'a> {
     #[serde(default)]
     pub provider: Option<serde_json::Value>,
     pub state: Cow<'a, LoopState>,
+    /// The state's observations, in order, as the sha256 of each one's JSON, stored under
+    /// `blobs/`. Observations are only ever appended, so each is written once, by the step
+    /// that made it, and the file stays small however long the cell runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<String>,
     /// Every path of the workspace, relative, with `/` separators.
     pub workspace: Cow<'a, BTreeMap<String, Entry>>,
 }
@@ -174,6 +182,17 @@ impl Digests {
         Digests { root: ws.to_path_buf(), cache: HashMap::new(), blobs, stored, keep: false }
     }
 
+    /// Stores `bytes` under their sha256 (once) and returns it.
+    fn store(&mut self, bytes: &[u8]) -> io::Result<String> {
+        let sha = sha256_hex(bytes);
+        if !self.stored.contains(&sha) {
+            std::fs::create_dir_all(&self.blobs)?;
+            crate::util::write_atomic_unsynced(&self.blobs.join(&sha), bytes)?;
+            self.stored.insert(sha.clone());
+        }
+        Ok(sha)
+    }
+
     /// Every path of the workspace now. Files whose stat changed since the last scan are
     /// hashed again and, once the baseline is taken, their contents kept.
     pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
@@ -193,7 +212,10 @@ impl Digests {
             let name = entry.file_name().to_string_lossy().into_owned();
             let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
             let path = entry.path();
-            let meta = std::fs::symlink_metadata(&path)?;
+            // Relative to the open folder (fstatat), not a walk of the whole path per file: on a
+            // deep workspace path that walk was most of a checkpoint's cost. Symlinks are not
+            // followed, as with symlink_metadata.
+            let meta = entry.metadata()?;
             let ty = meta.file_type();
             if ty.is_symlink() {
                 let target = std::fs::read_link(&path)?.to_string_lossy().into_owned();
@@ -238,6 +260,8 @@ pub struct Saved {
 pub struct Checkpointer {
     cell_dir: PathBuf,
     digests: Digests,
+    /// The blob of each observation stored so far, in order.
+    observed: Vec<String>,
     /// The file of the last checkpoint whose event was written.
     committed: Option<PathBuf>,
     /// The file written last, until its event is.
@@ -249,7 +273,13 @@ impl Checkpointer {
     pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
         let mut digests = Digests::new(ws, cell_dir);
         digests.scan()?;
-        Ok(Checkpointer { cell_dir: cell_dir.to_path_buf(), digests, committed: None, pending: None })
+        Ok(Checkpointer {
+            cell_dir: cell_dir.to_path_buf(),
+            digests,
+            observed: Vec::new(),
+            committed: None,
+            pending: None,
+        })
     }
 
     /// [`Checkpointer::start`], or None (a warning) when the workspace cannot be read: the cell
@@ -277,6 +307,33 @@ impl Checkpointer {
         let (Some(seq), bytes) = position else {
             return Err(io::Error::other("a checkpoint needs the step's state_updated in the trace"));
         };
+        // Only the observations made since the last checkpoint are written.
+        for o in &state.observations[self.observed.len().min(state.observations.len())..] {
+            let json = serde_json::to_vec(o).map_err(io::Error::other)?;
+            self.observed.push(self.digests.store(&json)?);
+        }
+        let LoopState {
+            step,
+            finished,
+            invalid_in_a_row,
+            repo_map,
+            memory,
+            observations: _,
+            compactor,
+            files_modified,
+            first_reads,
+        } = state;
+        let light = LoopState {
+            step: *step,
+            finished: *finished,
+            invalid_in_a_row: *invalid_in_a_row,
+            repo_map: repo_map.clone(),
+            memory: memory.clone(),
+            observations: Vec::new(),
+            compactor: compactor.clone(),
+            files_modified: files_modified.clone(),
+            first_reads: first_reads.clone(),
+        };
         let checkpoint = Checkpoint {
             schema_version: CHECKPOINT_SCHEMA_VERSION,
             run_id: ids.0.to_string(),
@@ -287,7 +344,8 @@ impl Checkpointer {
             input_tokens: tokens.0,
             output_tokens: tokens.1,
             provider,
-            state: Cow::Borrowed(state),
+            state: Cow::Owned(light),
+            observations: self.observed[..state.observations.len()].to_vec(),
             workspace: Cow::Owned(workspace),
         };
         let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
@@ -410,6 +468,25 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
         ));
     }
     check_position(&trace, &events, at, &checkpoint).map_err(|why| Refusal(format!("checkpoint {rel}: {why}")))?;
+    let mut checkpoint = checkpoint;
+    let blobs = cell.cell_dir.join(DIR).join(BLOBS);
+    let mut observations = Vec::with_capacity(checkpoint.observations.len());
+    for (i, sha) in checkpoint.observations.iter().enumerate() {
+        let bytes = std::fs::read(blobs.join(sha)).map_err(|e| {
+            Refusal(format!("checkpoint {rel}: observation {} ({sha:.12}…) cannot be read: {e}", i + 1))
+        })?;
+        if sha256_hex(&bytes) != *sha {
+            return refuse(format!(
+                "checkpoint {rel}: observation {} ({sha:.12}…) was changed after it was stored",
+                i + 1
+            ));
+        }
+        observations.push(
+            serde_json::from_slice(&bytes)
+                .map_err(|e| Refusal(format!("checkpoint {rel}: observation {} is not valid: {e}", i + 1)))?,
+        );
+    }
+    checkpoint.state.to_mut().observations = observations;
     let mut summary = SummaryBuilder::new();
     for e in &events[..=at] {
         summary.observe(e);
@@ -462,6 +539,7 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
         checkpointer: Checkpointer {
             cell_dir: cell.cell_dir.to_path_buf(),
             digests,
+            observed: checkpoint.observations.clone(),
             committed: Some(file),
             pending: None,
         },
@@ -747,6 +825,41 @@ mod tests {
     }
 
     #[test]
+    fn each_observation_is_stored_once_and_the_checkpoint_names_them_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
+        tree(&ws, &[("a.py", "x = 1\n")]);
+        let mut c = Checkpointer::start(&ws, &cell).unwrap();
+        let big = "1: x = 1\n".repeat(500);
+        let mut state = LoopState::default();
+        let mut sizes = Vec::new();
+        for step in 1..=3 {
+            state.step = step;
+            state.observations.push(Observation::new(step, "read_file", format!("read_file a.py #{step}"), "ok", &big));
+            let saved = c.save(("r", "c"), &state, None, (Some(step as u64 * 3), 10), (0, 0), 1).unwrap();
+            c.committed();
+            sizes.push(saved.bytes);
+            let text = std::fs::read_to_string(cell.join(&saved.path)).unwrap();
+            let cp: Checkpoint<'static> = serde_json::from_str(&text).unwrap();
+            assert!(cp.state.observations.is_empty(), "the observations are not in the file");
+            assert_eq!(cp.observations.len(), step as usize);
+            assert_eq!(cp.observations[..step as usize - 1], c.observed[..step as usize - 1], "earlier ones kept");
+        }
+        // The file grows by one name per step, not by one observation.
+        assert!(sizes[2] - sizes[0] < 300, "{sizes:?}");
+        assert!(sizes[2] < big.len() as u64, "{sizes:?}");
+        // One blob per observation (a.py may be there too: written within the racy window, it
+        // is hashed again and kept).
+        let blobs: Vec<String> = std::fs::read_dir(cell.join(DIR).join(BLOBS))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| *name != sha256_hex(b"x = 1\n"))
+            .collect();
+        assert_eq!(blobs.len(), 3, "one blob per observation, each written once: {blobs:?}");
+        assert!(c.observed.iter().all(|sha| blobs.contains(sha)));
+    }
+
+    #[test]
     fn a_workspace_is_restored_from_the_fixture_and_the_stored_contents() {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
@@ -859,6 +972,7 @@ mod tests {
             output_tokens: 2,
             provider: None,
             state: Cow::Borrowed(&state),
+            observations: Vec::new(),
             workspace: Cow::Owned(BTreeMap::new()),
         };
         let back: Checkpoint<'static> = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
