@@ -37,7 +37,7 @@ use super::tools::ToolOutput;
 use super::{Cell, CellPlan, Gate, Recorder, Turn, batch, run_tool};
 use crate::action::{Action, Call, Tool};
 use crate::bench::Case;
-use crate::model::{ModelError, ModelRequest, Provider};
+use crate::model::{ModelError, Provider};
 use crate::replay::SummaryBuilder;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Delegated, EventBody, Outcome};
@@ -312,24 +312,7 @@ async fn child_loop(
             step,
             observations: &state.observations,
         });
-        let context::Packed { texts, sections, total_tokens, total_chars, budget_tokens } = packed;
-        rec.emit(EventBody::ContextPacked {
-            step,
-            mode: spec.mode.as_str().to_string(),
-            sections,
-            total_chars,
-            total_tokens,
-            budget_tokens,
-        })?;
-        let turn = provider.next_action(&ModelRequest { step, sections: texts }).await;
-        for retry in &turn.retries {
-            rec.emit(EventBody::ModelRetry {
-                step,
-                attempt: retry.attempt,
-                cause: retry.cause.clone(),
-                delay_ms: retry.delay_ms,
-            })?;
-        }
+        let turn = super::ask(rec, provider, spec, (step, step), packed).await?;
         let reply = match turn.result {
             Ok(reply) => reply,
             Err(e) => {

@@ -364,25 +364,7 @@ async fn steps(
             }
             packed
         };
-        let context::Packed { texts, sections, total_tokens, total_chars, budget_tokens } = packed;
-        rec.emit(EventBody::ContextPacked {
-            step,
-            mode: spec.mode.as_str().to_string(),
-            sections,
-            total_chars,
-            total_tokens,
-            budget_tokens,
-        })?;
-
-        let turn = provider.next_action(&ModelRequest { step: turn_no, sections: texts }).await;
-        for retry in &turn.retries {
-            rec.emit(EventBody::ModelRetry {
-                step,
-                attempt: retry.attempt,
-                cause: retry.cause.clone(),
-                delay_ms: retry.delay_ms,
-            })?;
-        }
+        let turn = ask(rec, provider.as_mut(), spec, (step, turn_no), packed).await?;
         let reply = match turn.result {
             Ok(reply) => reply,
             Err(e @ (ModelError::Parse(_) | ModelError::Truncated(_))) => {
@@ -603,6 +585,38 @@ async fn conclude(
         reason,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Records the packed context, asks the model for its reply and records the retries the
+/// provider made: how every turn starts, the cell's and a delegation's. `step` is the trace's
+/// step; `turn_no` the context's own counter (they differ in a multi-session case's later
+/// sessions).
+async fn ask(
+    rec: &mut Recorder,
+    provider: &mut dyn crate::model::Provider,
+    spec: &AgentSpec,
+    (step, turn_no): (u32, u32),
+    packed: context::Packed,
+) -> io::Result<crate::model::ModelTurn> {
+    let context::Packed { texts, sections, total_tokens, total_chars, budget_tokens } = packed;
+    rec.emit(EventBody::ContextPacked {
+        step,
+        mode: spec.mode.as_str().to_string(),
+        sections,
+        total_chars,
+        total_tokens,
+        budget_tokens,
+    })?;
+    let turn = provider.next_action(&ModelRequest { step: turn_no, sections: texts }).await;
+    for retry in &turn.retries {
+        rec.emit(EventBody::ModelRetry {
+            step,
+            attempt: retry.attempt,
+            cause: retry.cause.clone(),
+            delay_ms: retry.delay_ms,
+        })?;
+    }
+    Ok(turn)
 }
 
 /// What the gate made of one call.
