@@ -330,26 +330,12 @@ async fn child_loop(
                 if invalid_in_a_row >= spec.max_invalid_replies {
                     return Ok(End::InvalidReplies(message));
                 }
-                let text =
-                    format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
-                rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
-                let o = Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text);
-                state.observations.push(o);
+                super::ask_again(rec, step, &message, &mut state.observations)?;
                 continue;
             }
         };
         invalid_in_a_row = 0;
-        let size = reply.actions.len();
-        for (i, action) in reply.actions.iter().enumerate() {
-            rec.emit(EventBody::ModelAction {
-                step,
-                tool: action.tool.clone(),
-                args: action.args.clone(),
-                usage: if i == 0 { reply.usage.clone() } else { None },
-                latency_ms: if i == 0 { reply.latency_ms } else { 0 },
-                batch: crate::trace::event::Batch::of(step, i, size),
-            })?;
-        }
+        let size = super::record_actions(rec, step, &reply)?;
         let mut answer: Option<String> = None;
         let mut turn = Turn {
             cell: child,

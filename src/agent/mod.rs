@@ -380,16 +380,7 @@ async fn steps(
                     stop_reason = "invalid_replies";
                     break;
                 }
-                let text =
-                    format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
-                rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
-                state.observations.push(Observation::new(
-                    step,
-                    "(invalid reply)",
-                    "(invalid reply)".into(),
-                    "failed",
-                    &text,
-                ));
+                ask_again(rec, step, &message, &mut state.observations)?;
                 continue;
             }
             Err(e @ ModelError::Provider(_)) => {
@@ -405,18 +396,7 @@ async fn steps(
             }
         };
         state.invalid_in_a_row = 0;
-        let size = reply.actions.len();
-        for (i, action) in reply.actions.iter().enumerate() {
-            rec.emit(EventBody::ModelAction {
-                step,
-                tool: action.tool.clone(),
-                args: action.args.clone(),
-                // The turn was paid for once: its cost rides on its first call.
-                usage: if i == 0 { reply.usage.clone() } else { None },
-                latency_ms: if i == 0 { reply.latency_ms } else { 0 },
-                batch: Batch::of(step, i, size),
-            })?;
-        }
+        let size = record_actions(rec, step, &reply)?;
 
         let mut finished = false;
         let mut turn = Turn {
@@ -617,6 +597,32 @@ async fn ask(
         })?;
     }
     Ok(turn)
+}
+
+/// One `model_action` per call of the reply, in order; returns how many there are.
+fn record_actions(rec: &mut Recorder, step: u32, reply: &crate::model::ModelReply) -> io::Result<usize> {
+    let size = reply.actions.len();
+    for (i, action) in reply.actions.iter().enumerate() {
+        rec.emit(EventBody::ModelAction {
+            step,
+            tool: action.tool.clone(),
+            args: action.args.clone(),
+            // The turn was paid for once: its cost rides on its first call.
+            usage: if i == 0 { reply.usage.clone() } else { None },
+            latency_ms: if i == 0 { reply.latency_ms } else { 0 },
+            batch: Batch::of(step, i, size),
+        })?;
+    }
+    Ok(size)
+}
+
+/// After a reply that held no usable action: the policy retry that asks again, and the
+/// observation the model sees of it.
+fn ask_again(rec: &mut Recorder, step: u32, message: &str, observations: &mut Vec<Observation>) -> io::Result<()> {
+    let text = format!("{message}. Reply with exactly one JSON object {{\"tool\": ..., \"args\": {{...}}}}.");
+    rec.emit(EventBody::PolicyRetry { step, cause: "unparseable".into(), message: text.clone() })?;
+    observations.push(Observation::new(step, "(invalid reply)", "(invalid reply)".into(), "failed", &text));
+    Ok(())
 }
 
 /// What the gate made of one call.

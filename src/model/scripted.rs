@@ -360,6 +360,14 @@ fn noise_draw(seed: u64, case_id: &str, epoch: u32) -> f64 {
 mod tests {
     use super::*;
 
+    /// Loads a script written to a file, as `--script` would, or the error's text.
+    fn load_text(text: &str) -> Result<Script, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.yaml");
+        std::fs::write(&file, text).unwrap();
+        Script::load(&file).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn noise_is_deterministic_per_cell_and_near_its_rate() {
         assert_eq!(noise_draw(7, "bugfix-1", 2), noise_draw(7, "bugfix-1", 2));
@@ -384,12 +392,7 @@ mod tests {
 
     #[test]
     fn a_batch_step_gives_one_turn_several_actions_and_is_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("s.yaml");
-        let load = |text: &str| {
-            std::fs::write(&file, text).unwrap();
-            Script::load(&file).map_err(|e| e.to_string())
-        };
+        let load = load_text;
         let script = load(
             "default:\n  - batch: [{tool: read_file, args: {path: a.py}}, {tool: list_files}]\n  - {tool: finish}\n",
         )
@@ -408,12 +411,7 @@ mod tests {
 
     #[test]
     fn a_delegate_step_holds_the_childs_steps_and_is_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("s.yaml");
-        let load = |text: &str| {
-            std::fs::write(&file, text).unwrap();
-            Script::load(&file).map_err(|e| e.to_string())
-        };
+        let load = load_text;
         let script = load(
             "default:\n  - delegate:\n      question: where?\n      max_steps: 2\n      steps:\n        - {tool: read_file, args: {path: a.py}}\n        - {tool: finish, args: {answer: here}}\n",
         )
@@ -444,12 +442,7 @@ mod tests {
 
     #[test]
     fn a_script_with_a_bad_action_is_refused_naming_the_step_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("s.yaml");
-        let load = |text: &str| {
-            std::fs::write(&file, text).unwrap();
-            Script::load(&file).map(|_| ()).map_err(|e| e.to_string())
-        };
+        let load = |text: &str| load_text(text).map(|_| ());
         let e = load("cases:\n  c-1:\n    - {tool: read_file, args: {path: a.py}}\n    - {tool: write_file, args: {pth: a.py, content: x}}\n").unwrap_err();
         assert!(e.contains("field `cases.c-1[1].args.pth`: is not an argument of `write_file`"), "{e}");
         assert!(e.contains("field `cases.c-1[1].args.path`: is missing"), "{e}");

@@ -13,17 +13,7 @@ use crate::run::{GOOD_CASE, GOOD_ORACLE, Scratch, by_cell};
 /// Runs the `good` case with `script`; returns the cell's summary and its trace's events, each
 /// with its payload's fields beside the envelope's.
 fn run_script(s: &Scratch, script: &str, code: i32) -> (Value, Vec<Value>, std::path::PathBuf) {
-    let file = s.path().join("script.yaml");
-    std::fs::write(&file, script).unwrap();
-    let run_dir = s.path().join("run");
-    let out = Test::new()
-        .root(s.path())
-        .args(&["run", "--benchmark", "demo", "--profile", "scripted", "--format", "json", "--script"])
-        .arg_path(&file)
-        .args(&["--out"])
-        .arg_path(&run_dir)
-        .run()
-        .code(code);
+    let (out, run_dir) = s.run_script(script, code);
     let cell = by_cell(&out.json())["good__scripted"].clone();
     (cell, crate::trace_events(&run_dir.join("cells/good__scripted/trace.jsonl")), run_dir)
 }

@@ -28,17 +28,7 @@ const FIX_AND_FINISH: &str = "  - {tool: edit_file, args: {path: calc.py, old: '
 /// Runs the `good` case with `script`; returns the cell's summary, the run directory and the
 /// command's stderr.
 fn run_script(s: &Scratch, script: &str, code: i32) -> (Value, PathBuf, String) {
-    let file = s.path().join("script.yaml");
-    std::fs::write(&file, script).unwrap();
-    let run_dir = s.path().join("run");
-    let out = Test::new()
-        .root(s.path())
-        .args(&["run", "--benchmark", "demo", "--profile", "scripted", "--format", "json", "--script"])
-        .arg_path(&file)
-        .args(&["--out"])
-        .arg_path(&run_dir)
-        .run()
-        .code(code);
+    let (out, run_dir) = s.run_script(script, code);
     let cell = if code == 2 { Value::Null } else { by_cell(&out.json())["good__scripted"].clone() };
     (cell, run_dir, out.stderr)
 }

@@ -1,7 +1,7 @@
 //! `run`, `replay` and `list` against the HC-Bench benchmark and scratch benchmarks.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -129,6 +129,24 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// `hcbench run` of the `demo` benchmark with `script` (written beside it) under the
+    /// scripted profile, JSON out, into `run/`: the command's output (its code checked) and the
+    /// run directory.
+    pub fn run_script(&self, script: &str, code: i32) -> (crate::Output, PathBuf) {
+        let file = self.path().join("script.yaml");
+        std::fs::write(&file, script).unwrap();
+        let run_dir = self.path().join("run");
+        let out = Test::new()
+            .root(self.path())
+            .args(&["run", "--benchmark", "demo", "--profile", "scripted", "--format", "json", "--script"])
+            .arg_path(&file)
+            .args(&["--out"])
+            .arg_path(&run_dir)
+            .run()
+            .code(code);
+        (out, run_dir)
+    }
+
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let s = Scratch { dir };
