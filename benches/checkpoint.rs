@@ -40,7 +40,9 @@ fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let rounds: usize = std::env::var("HCBENCH_BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     let mut bench = load_benchmark(&root, "hc-bench").expect("benchmark loads");
-    // Multi-session cases are not checkpointed (their state spans sessions).
+    // A multi-session case plays its script one part per session (cut at `finish`); the
+    // 40-step script here is one part, so those cases are left out (their checkpoints are the
+    // same code, on the same fixtures).
     bench.cases.retain(|c| c.sessions.is_none());
     for case in &mut bench.cases {
         case.step_budget = STEPS as u32 + 5;

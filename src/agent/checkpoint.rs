@@ -74,6 +74,31 @@ pub struct LoopState {
     pub files_modified: Vec<String>,
     /// Per path, the step of its first successful read (the verifier's `first_read_step`).
     pub first_reads: BTreeMap<String, u32>,
+    /// In a multi-session cell: which session this is and what the sessions before it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionProgress>,
+}
+
+/// Where a multi-session cell stands: the session the loop is in and what the finished ones
+/// left (`agent::sessions`). The loop's state is one session's; this is what carries over, so
+/// a resume can continue inside a later session without running the earlier ones again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionProgress {
+    /// The session (1-based).
+    pub index: u32,
+    /// The trace's step number of its first turn.
+    pub first_step: u32,
+    /// Per path, the step of its first read in any session so far.
+    pub first_reads: BTreeMap<String, u32>,
+    /// Per finished session: (features passing their hidden check, features marked passing).
+    pub finished: Vec<(usize, usize)>,
+}
+
+impl SessionProgress {
+    /// Before session 1.
+    pub fn first() -> SessionProgress {
+        SessionProgress { index: 1, first_step: 1, first_reads: BTreeMap::new(), finished: Vec::new() }
+    }
 }
 
 /// Where the trace stood when a checkpoint was taken.
@@ -322,6 +347,7 @@ impl Checkpointer {
             compactor,
             files_modified,
             first_reads,
+            session,
         } = state;
         let light = LoopState {
             step: *step,
@@ -333,6 +359,7 @@ impl Checkpointer {
             compactor: compactor.clone(),
             files_modified: files_modified.clone(),
             first_reads: first_reads.clone(),
+            session: session.clone(),
         };
         let checkpoint = Checkpoint {
             schema_version: CHECKPOINT_SCHEMA_VERSION,
@@ -360,6 +387,12 @@ impl Checkpointer {
             bytes: text.len() as u64,
             duration_us: t0.elapsed().as_micros() as u64,
         })
+    }
+
+    /// A new session of a multi-session cell starts from an empty context: its observations
+    /// are counted from the first again (stored contents and the workspace's digests carry on).
+    pub fn next_session(&mut self) {
+        self.observed.clear();
     }
 
     /// The last saved checkpoint's event is written: the one before it is no longer needed.
@@ -566,6 +599,9 @@ pub(super) struct ResumedCell {
     /// The cell's start, moved back by the time the interrupted attempt had used.
     pub(super) started: Instant,
     pub(super) used: std::time::Duration,
+    /// A multi-session cell's model for the session it is resumed in (the cell's model then
+    /// goes unused), continuing from the checkpoint's saved state.
+    pub(super) session_provider: Option<Box<dyn crate::model::Provider>>,
 }
 
 /// Looks for an earlier attempt of `plan`'s cell and continues it when its last checkpoint
@@ -588,18 +624,25 @@ pub(super) fn reopen(
         fixture: &plan.case.fixture_dir,
         workspace: &plan.workspace,
     };
-    // A multi-session case writes no checkpoints (its state spans sessions): it starts over.
-    let resumed = if plan.case.sessions.is_some() {
-        Err(Refusal("a multi-session cell is not checkpointed; it starts again from session 1".into()))
-    } else {
-        resume(&paths)
-    };
-    let resumed = resumed.and_then(|r| match &r.checkpoint.provider {
-        Some(saved) => provider
-            .restore_state(saved)
-            .map(|()| r)
-            .map_err(|e| Refusal(format!("the model provider cannot continue from the checkpoint: {e}"))),
-        None => Ok(r),
+    let mut session_provider: Option<Box<dyn crate::model::Provider>> = None;
+    let resumed = resume(&paths).and_then(|r| {
+        // A multi-session cell continues in the session its checkpoint is of, with that
+        // session's model; a checkpoint and a case that disagree on sessions are refused.
+        let provider: &mut dyn crate::model::Provider = match (&plan.case.sessions, &r.checkpoint.state.session) {
+            (Some(_), Some(at)) => session_provider
+                .insert(plan.profile.provider_for_session(&plan.case, plan.epoch, (at.index - 1) as usize))
+                .as_mut(),
+            (None, None) => provider,
+            (Some(_), None) => return refuse("the case has sessions but the checkpoint is not of one"),
+            (None, Some(_)) => return refuse("the checkpoint is of a session but the case has no sessions"),
+        };
+        match &r.checkpoint.provider {
+            Some(saved) => provider
+                .restore_state(saved)
+                .map(|()| r)
+                .map_err(|e| Refusal(format!("the model provider cannot continue from the checkpoint: {e}"))),
+            None => Ok(r),
+        }
     });
     let r = match resumed {
         Ok(r) => r,
@@ -633,6 +676,7 @@ pub(super) fn reopen(
         ws: r.ws,
         started: Instant::now().checked_sub(used).unwrap_or_else(Instant::now),
         used,
+        session_provider,
     };
     Ok(Reopened::Resumed(Box::new((rec, cell))))
 }
@@ -960,6 +1004,12 @@ mod tests {
             compactor: Compactor::default(),
             files_modified: vec!["a.py".into()],
             first_reads: [("a.py".to_string(), 1)].into(),
+            session: Some(SessionProgress {
+                index: 2,
+                first_step: 3,
+                first_reads: [("README.md".to_string(), 1)].into(),
+                finished: vec![(0, 0)],
+            }),
         };
         let cp = Checkpoint {
             schema_version: CHECKPOINT_SCHEMA_VERSION,

@@ -41,7 +41,7 @@ use crate::replay::{CellSummary, SummaryBuilder};
 use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
 use crate::trace::event::{Artifact, Batch, EventBody, Outcome};
-use checkpoint::{LoopState, Reopened};
+use checkpoint::{Checkpointer, LoopState, Reopened, ResumedCell, SessionProgress};
 use compaction::Compactor;
 use context::{ContextState, Observation, Rendered};
 use memory::WorkingMemory;
@@ -195,7 +195,7 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
     let limit = case.cell_timeout.saturating_sub(resumed.as_ref().map_or(std::time::Duration::ZERO, |r| r.used));
     let worked = async {
         match case.sessions {
-            Some(_) => sessions::work(&cell, &mut rec, started).await,
+            Some(_) => sessions::work(&cell, &mut rec, started, resumed).await,
             None => work(&cell, &mut rec, provider, started, resumed).await,
         }
     };
@@ -241,10 +241,14 @@ async fn work(
     rec: &mut Recorder,
     provider: Box<dyn crate::model::Provider>,
     started: Instant,
-    resumed: Option<checkpoint::ResumedCell>,
+    resumed: Option<ResumedCell>,
 ) -> io::Result<()> {
     prepare_sandbox(cell);
-    let end = steps(cell, rec, provider, 1, resumed, started).await?;
+    let start = match resumed {
+        Some(r) => Start::Resumed(r),
+        None => Start::Fresh { checkpoints: Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir), session: None },
+    };
+    let end = steps(cell, rec, provider, 1, start, started).await?;
     conclude(cell, rec, end, started, None).await
 }
 
@@ -255,6 +259,17 @@ fn prepare_sandbox(cell: &Cell<'_>) {
     }
 }
 
+/// What a run of the step loop starts from.
+// Made once per session and moved straight into the loop: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Start {
+    /// A fresh context, saved after each step by `checkpoints` when there are any. A session
+    /// of a multi-session cell carries where the cell stands (saved with every checkpoint).
+    Fresh { checkpoints: Option<Checkpointer>, session: Option<SessionProgress> },
+    /// An interrupted cell's last checkpoint.
+    Resumed(ResumedCell),
+}
+
 /// How a run of the step loop ended.
 struct LoopEnd {
     stop_reason: &'static str,
@@ -263,6 +278,8 @@ struct LoopEnd {
     first_reads: BTreeMap<String, u32>,
     /// Model turns taken (the budget counts these).
     turns: u32,
+    /// The cell's checkpoints, for the next session of a multi-session cell.
+    checkpoints: Option<Checkpointer>,
 }
 
 /// The step loop, from a fresh context: at most `case.step_budget` turns, numbered in the
@@ -273,7 +290,7 @@ async fn steps(
     rec: &mut Recorder,
     mut provider: Box<dyn crate::model::Provider>,
     first_step: u32,
-    resumed: Option<checkpoint::ResumedCell>,
+    start: Start,
     started: Instant,
 ) -> io::Result<LoopEnd> {
     let Cell { plan, ws, .. } = *cell;
@@ -283,7 +300,8 @@ async fn steps(
     // The injected map is ranked once per cell, against the task: it is the same every turn,
     // which keeps the context's prefix stable (docs/context.md).
     // A resumed cell's map is in its checkpoint, and its events in the trace already.
-    let repo_map = if resumed.is_none() && spec.repo_map && managed {
+    let fresh = matches!(start, Start::Fresh { .. });
+    let repo_map = if fresh && spec.repo_map && managed {
         let index = repomap::RepoIndex::build(ws);
         let stats = index.stats();
         rec.emit(EventBody::RepoMapBuilt {
@@ -307,15 +325,11 @@ async fn steps(
     };
     // Everything the loop carries from step to step, in one struct so the checkpoint after
     // each step saves all of it (`checkpoint.rs`).
-    let (mut state, mut checkpoints) = match resumed {
-        Some(r) => (r.state, Some(r.checkpointer)),
-        None => {
+    let (mut state, mut checkpoints) = match start {
+        Start::Resumed(r) => (r.state, Some(r.checkpointer)),
+        Start::Fresh { checkpoints, session } => {
             let memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
-            // A multi-session case's sessions are not checkpointed: its state spans sessions
-            // the checkpoint does not know of, so a resumed one starts over.
-            let checkpoints =
-                case.sessions.is_none().then(|| checkpoint::Checkpointer::for_fresh(ws, &plan.cell_dir)).flatten();
-            (LoopState { repo_map, memory, ..LoopState::default() }, checkpoints)
+            (LoopState { repo_map, memory, session, ..LoopState::default() }, checkpoints)
         }
     };
     let mut stop_reason = if state.finished { "finished" } else { "step_budget_exhausted" };
@@ -500,7 +514,7 @@ async fn steps(
             break;
         }
     }
-    Ok(LoopEnd { stop_reason, provider_failure, first_reads: state.first_reads, turns })
+    Ok(LoopEnd { stop_reason, provider_failure, first_reads: state.first_reads, turns, checkpoints })
 }
 
 /// Scores the workspace once the agent has stopped (tests, then the verifier, with `extra`

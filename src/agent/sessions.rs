@@ -28,7 +28,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{Cell, CellPlan, Recorder, score};
+use super::checkpoint::{Checkpointer, ResumedCell, SessionProgress};
+use super::{Cell, CellPlan, Recorder, Start, score};
 use crate::bench::sessions::{SessionKind, SessionsSpec};
 use crate::bench::{Case, VerifierSpec};
 use crate::process;
@@ -41,43 +42,68 @@ pub const FEATURE_LIST: &str = "feature_list.json";
 /// Bytes of `feature_list.json` read at most; a larger file is not a feature list.
 const FEATURE_LIST_LIMIT: u64 = 1 << 20;
 
-/// Runs every session of a multi-session case, then scores the workspace.
-pub(super) async fn work(cell: &Cell<'_>, rec: &mut Recorder, started: Instant) -> io::Result<()> {
+/// Runs every session of a multi-session case, then scores the workspace. A resumed cell
+/// continues inside the session its checkpoint is of; the sessions before it are not run
+/// again (what they left is in the checkpoint's [`SessionProgress`] and in the workspace).
+pub(super) async fn work(
+    cell: &Cell<'_>,
+    rec: &mut Recorder,
+    started: Instant,
+    mut resumed: Option<ResumedCell>,
+) -> io::Result<()> {
     let Cell { plan, ws, trace, sandbox, .. } = *cell;
     let case = plan.case.as_ref();
     let spec = case.sessions.as_ref().expect("sessions::work runs multi-session cases only");
     super::prepare_sandbox(cell);
-    let mut next_step = 1;
-    let mut first_reads: BTreeMap<String, u32> = BTreeMap::new();
-    let mut per_session: Vec<(usize, usize)> = Vec::new();
+    let mut at = resumed.as_ref().and_then(|r| r.state.session.clone()).unwrap_or_else(SessionProgress::first);
+    let mut checkpoints: Option<Checkpointer> = None;
     let mut last = None;
-    for index in 1..=spec.count {
+    while at.index <= spec.count {
+        let index = at.index;
         let kind = SessionKind::of(index);
         let t0 = Instant::now();
-        rec.emit(EventBody::SessionStarted {
-            index,
-            role: kind.as_str().into(),
-            step_budget: spec.step_budget,
-            first_step: next_step,
-        })?;
         // The session's own case: its prompt and its budget; everything else is the case's.
         let session_case =
             Case { prompt: spec.prompt(kind, &case.prompt), step_budget: spec.step_budget, ..case.clone() };
         let session_plan = CellPlan { case: Arc::new(session_case), ..plan.clone() };
         let session_cell = Cell { plan: &session_plan, ..*cell };
-        let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
-        // Sessions are not checkpointed (a resumed multi-session cell starts over).
-        let end = super::steps(&session_cell, rec, provider, next_step, None, started).await?;
-        next_step += end.turns;
+        let (provider, start) = match resumed.take() {
+            // Its `session_started` is in the trace already, before the checkpoint.
+            Some(mut r) => {
+                let provider = r.session_provider.take().expect("a resumed session has its model");
+                (provider, Start::Resumed(r))
+            }
+            None => {
+                rec.emit(EventBody::SessionStarted {
+                    index,
+                    role: kind.as_str().into(),
+                    step_budget: spec.step_budget,
+                    first_step: at.first_step,
+                })?;
+                let checkpoints = match checkpoints.take() {
+                    Some(mut c) => {
+                        c.next_session();
+                        Some(c)
+                    }
+                    None => Checkpointer::for_fresh(ws, &plan.cell_dir),
+                };
+                let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
+                (provider, Start::Fresh { checkpoints, session: Some(at.clone()) })
+            }
+        };
+        let mut end = super::steps(&session_cell, rec, provider, at.first_step, start, started).await?;
+        checkpoints = end.checkpoints.take();
+        at.first_step += end.turns;
         for (path, step) in &end.first_reads {
-            first_reads.entry(path.clone()).or_insert(*step);
+            at.first_reads.entry(path.clone()).or_insert(*step);
         }
 
         let claims = FeatureList::read(ws);
         let verdicts = check_features(case, spec, ws, trace, sandbox).await;
         let verified: Vec<String> = verdicts.iter().filter(|v| v.passed).map(|v| v.id.clone()).collect();
         let false_claims = claims.false_claims(&verdicts);
-        per_session.push((verified.len(), claims.marked.len()));
+        at.finished.push((verified.len(), claims.marked.len()));
+        at.index += 1;
         rec.emit(EventBody::SessionFinished {
             index,
             role: kind.as_str().into(),
@@ -97,8 +123,8 @@ pub(super) async fn work(cell: &Cell<'_>, rec: &mut Recorder, started: Instant) 
         }
     }
     let (mut end, claims, verdicts) = last.expect("a multi-session case has at least 2 sessions");
-    end.first_reads = first_reads;
-    let extra = verdict(spec, &claims, &verdicts, &per_session);
+    end.first_reads = at.first_reads;
+    let extra = verdict(spec, &claims, &verdicts, &at.finished);
     super::conclude(cell, rec, end, started, Some(extra)).await
 }
 

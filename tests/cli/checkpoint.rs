@@ -397,3 +397,142 @@ fn an_http_cell_resumed_costs_what_an_uninterrupted_one_costs() {
     assert!(cost(&whole) > 0.0);
     assert_eq!(cost(&again), cost(&whole), "the cost of the resumed cell is the uninterrupted one's");
 }
+
+const SESSIONS_CELL: &str = "long__scripter";
+
+/// A three-session case over the calc fixture: `add` fixed and `notes/done.txt` written, each
+/// checked by a hidden feature check after every session.
+const SESSIONS_CASE: &str = "id: long\ncategory: sessions\nsplit: train\nfixture: calc\n\
+     prompt: make `add` work and write notes/done.txt; the features are `add` and `notes`\n\
+     test_command: [python3, -m, unittest, discover, -s, tests]\ntimeout_s: 60\n\
+     sessions:\n  count: 3\n  step_budget: 10\n  prompts: {initializer: set up, coding: code}\n\
+     features:\n  - {id: add, check: [python3, -c, 'import calc; assert calc.add(2, 3) == 5']}\n  - {id: notes, check: [test, -f, notes/done.txt]}\n";
+
+/// Nineteen steps in three sessions (5, 7 and 7, each ending with `finish`), with a nap
+/// between two steps so the test can kill the process there.
+fn sessions_script() -> String {
+    let nap = "{tool: run_command, args: {argv: [python3, -c, 'import time; time.sleep(0.12)']}}";
+    let list = |add: bool, notes: bool| {
+        format!(
+            "{{tool: write_file, args: {{path: feature_list.json, overwrite: true, content: '[{{\"id\": \"add\", \"passes\": {add}}}, {{\"id\": \"notes\", \"passes\": {notes}}}]'}}}}"
+        )
+    };
+    let steps = [
+        // Session 1, steps 1-5: the initializer.
+        list(false, false),
+        nap.into(),
+        "{tool: write_file, args: {path: progress.log, content: \"session 1: set up\\n\"}}".into(),
+        nap.into(),
+        "{tool: finish, args: {answer: set up}}".into(),
+        // Session 2, steps 6-12.
+        "{tool: read_file, args: {path: feature_list.json}}".into(),
+        nap.into(),
+        "{tool: edit_file, args: {path: calc.py, old: 'a - b', new: 'a + b'}}".into(),
+        nap.into(),
+        list(true, false),
+        nap.into(),
+        "{tool: finish, args: {answer: add works}}".into(),
+        // Session 3, steps 13-19.
+        "{tool: read_file, args: {path: progress.log}}".into(),
+        nap.into(),
+        "{tool: write_file, args: {path: notes/done.txt, content: \"done\\n\"}}".into(),
+        nap.into(),
+        list(true, true),
+        nap.into(),
+        "{tool: finish, args: {answer: notes written}}".into(),
+    ];
+    let mut s = String::from("default:\n");
+    for step in steps {
+        s.push_str(&format!("  - {step}\n"));
+    }
+    s
+}
+
+fn sessions_scratch() -> Scratch {
+    let s = Scratch::new();
+    s.write("benchmarks/demo/benchmark.yaml", "name: demo\ncategories: [sessions]\n");
+    s.case("long", SESSIONS_CASE, "actions:\n  - {tool: finish}\n  - {tool: finish}\n  - {tool: finish}\n");
+    std::fs::write(s.path().join("steps.yaml"), sessions_script()).unwrap();
+    s.write("models.toml", "[scripter]\nprovider = \"scripted\"\nscript = \"steps.yaml\"\n");
+    s
+}
+
+/// What a multi-session cell's uninterrupted and resumed runs must agree on: the essentials,
+/// the progress per session and the features' verdicts.
+fn session_essentials(summary: &Value) -> Value {
+    let mut out = essentials(summary);
+    out["sessions"] = summary["sessions"].clone();
+    out["checks"] = summary["checks"].clone();
+    out
+}
+
+#[test]
+fn a_multi_session_cell_killed_in_a_later_session_resumes_there() {
+    let s = sessions_scratch();
+    let whole_dir = s.path().join("whole");
+    Test::new()
+        .root(s.path())
+        .args(&["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"])
+        .arg_path(&whole_dir)
+        .run()
+        .code(0);
+    let whole = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&whole_dir).run().code(0).json())
+        [SESSIONS_CELL]
+        .clone();
+    assert_eq!(whole["outcome"], "passed", "{}", whole["reason"]);
+    assert_eq!(whole["steps"], 19);
+    let verified: Vec<&Value> = whole["sessions"].as_array().unwrap().iter().map(|p| &p["verified"]).collect();
+    assert_eq!(verified, [0, 1, 2], "features passing after each session");
+    let ev = trace_events(&whole_dir.join("cells").join(SESSIONS_CELL).join("trace.jsonl"));
+    let checkpoints: Vec<u64> =
+        ev.iter().filter(|e| e["kind"] == "checkpoint").map(|e| e["step"].as_u64().unwrap()).collect();
+    assert_eq!(checkpoints, (1..=19).collect::<Vec<_>>(), "one checkpoint per step, in every session");
+
+    // A step from a seed inside session 2 or 3, and the last step of session 2 (killed while
+    // its features are checked, before session 3 starts).
+    let seed = std::env::var("HCBENCH_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(18);
+    for (i, step) in [seeded_step(seed, 6, 18), 12].into_iter().enumerate() {
+        let run_dir = s.path().join(format!("killed-{i}"));
+        let trace = run_dir.join("cells").join(SESSIONS_CELL).join("trace.jsonl");
+        let mut child = spawn_matrix(&s, &run_dir);
+        kill_after_checkpoint(&mut child, &trace, step);
+        let before = trace_events(&trace);
+        assert!(before.iter().all(|e| e["kind"] != "run_finished"), "killed, not finished (step {step})");
+
+        let out = resume(&s, &run_dir).code(0);
+        assert!(out.stderr.contains(&format!("{SESSIONS_CELL}: continuing after step")), "{}", out.stderr);
+        let ev = trace_events(&trace);
+        assert_eq!(&ev[..before.len()], &before[..], "the trace is only appended to");
+        let r = ev.iter().find(|e| e["kind"] == "resumed").expect("resumed, not started over");
+        let from = r["from_step"].as_u64().unwrap();
+        assert!(from >= step, "killed after step {step}, resumed from {from}");
+        // The session the checkpoint is of goes on at the next step (or, after its `finish`, to
+        // its feature checks); only the sessions after it start after the resume.
+        let session_of = |step: u64| {
+            if step <= 5 {
+                1
+            } else if step <= 12 {
+                2
+            } else {
+                3
+            }
+        };
+        let restarted: Vec<u64> = ev[before.len()..]
+            .iter()
+            .filter(|e| e["kind"] == "session_started")
+            .map(|e| e["index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(restarted, (session_of(from) + 1..=3).collect::<Vec<_>>(), "resumed from step {from}");
+        let next = ev[before.len()..].iter().find(|e| e["kind"] == "model_action").unwrap();
+        assert_eq!(next["step"].as_u64(), Some(from + 1));
+
+        let again = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0).json())
+            [SESSIONS_CELL]
+            .clone();
+        assert_eq!(again["resumes"], 1);
+        assert_eq!(session_essentials(&again), session_essentials(&whole), "killed after step {step}");
+        let ws = run_dir.join("cells").join(SESSIONS_CELL).join("workspace");
+        assert_eq!(std::fs::read_to_string(ws.join("notes/done.txt")).unwrap(), "done\n");
+        assert!(!run_dir.join("cells").join(SESSIONS_CELL).join("checkpoint").exists(), "finished: no checkpoints");
+    }
+}
