@@ -393,7 +393,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let env = Environment::default();
-        let local = build("local", &builtin("local", &env).unwrap(), "built-in", dir.path(), &env).unwrap();
+        let local = build("local", &builtin("local", &env).unwrap(), "built-in", dir.path(), &env, false).unwrap();
         let mut cells = two_cells(dir.path());
         for c in &mut cells {
             c.profile = local.clone();

@@ -354,7 +354,9 @@ impl Settings {
 
     pub fn run(&self, args: RunArgs) -> Result<RunSettings, SettingsError> {
         let selected = self.select(&args.selection)?;
-        let profiles = self.profiles(args.models.as_deref(), None, Some(std::slice::from_ref(&args.profile)))?;
+        let shard = self.shard(args.shard.as_deref())?;
+        let profiles =
+            self.profiles(args.models.as_deref(), None, Some(std::slice::from_ref(&args.profile)))?.for_shard(shard);
         let profile = self.profile(&profiles, &args.profile, args.script.as_deref())?;
         let run_id = crate::rundir::new_run_id();
         let isolation = self.isolation()?;
@@ -371,7 +373,7 @@ impl Settings {
             records_train_results: args.selection.split.as_deref() == Some("train"),
             isolation,
             thresholds: thresholds(&args.thresholds)?,
-            shard: self.shard(args.shard.as_deref())?,
+            shard,
         })
     }
 
@@ -422,6 +424,8 @@ impl Settings {
                     )));
                 }
                 let run_id = crate::rundir::new_run_id();
+                let shard = self.shard(args.control.shard.as_deref())?;
+                let profiles = profiles.for_shard(shard);
                 let (resolved, not_run) = if args.control.skip_unavailable {
                     profiles.resolve_available(&args.shape.profiles)?
                 } else {
@@ -438,7 +442,7 @@ impl Settings {
                     budget_usd: args.control.budget_usd,
                     thresholds: thresholds(&args.control.thresholds)?,
                     ablations: Vec::new(),
-                    shard: self.shard(args.control.shard.as_deref())?,
+                    shard,
                 }
             }
         };

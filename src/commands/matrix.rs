@@ -83,7 +83,10 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
             }
             let bench = load_benchmark(&s.root, &m.benchmark)?;
             super::test_split::guard(&s.root, &bench, &m.case_ids(), human_test_split, "matrix --resume")?;
-            let profiles = registry.resolve_list(&m.profiles).map_err(|e| CommandError::Usage(e.to_string()))?;
+            let profiles = registry
+                .for_shard(m.shard)
+                .resolve_list(&m.profiles)
+                .map_err(|e| CommandError::Usage(e.to_string()))?;
             (run, bench, profiles, spec, resumed.kept, resumed.retried)
         }
     };

@@ -57,6 +57,7 @@ const KNOWN_KEYS: &[&str] = &[
     "temperature",
     "reasoning_effort",
     "max_concurrency",
+    "per_shard",
     "input_price_per_mtok",
     "output_price_per_mtok",
     "headers",
@@ -237,6 +238,8 @@ struct HttpSpec {
     temperature: Option<f64>,
     reasoning_effort: Option<String>,
     max_concurrency: usize,
+    /// `per_shard.max_concurrency`: the limit in a run of one shard (`--shard`) instead.
+    max_concurrency_per_shard: Option<usize>,
     input_price: Option<f64>,
     output_price: Option<f64>,
     headers: HeaderMap,
@@ -417,6 +420,7 @@ impl Spec {
             }
         }
         let max_concurrency = f.integer("max_concurrency", 1, 1024)?.unwrap_or(4) as usize;
+        let max_concurrency_per_shard = read_per_shard(&f, max_concurrency)?;
         let price = |key: &str| -> Result<Option<f64>, ModelsError> {
             match f.number(key)? {
                 Some(p) if p < 0.0 => Err(f.err(key, "must not be negative")),
@@ -494,6 +498,7 @@ impl Spec {
                 temperature,
                 reasoning_effort,
                 max_concurrency,
+                max_concurrency_per_shard,
                 input_price,
                 output_price,
                 headers,
@@ -559,15 +564,52 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<String, String> {
     Ok(s)
 }
 
+/// `[NAME.per_shard]`: the profile's limits in each shard of a sharded run, where N shards
+/// each keep their own requests in flight (docs/scale-out.md). Only `max_concurrency`, at
+/// most the profile's own.
+fn read_per_shard(f: &Fields<'_>, whole: usize) -> Result<Option<usize>, ModelsError> {
+    let table = match f.table.get("per_shard") {
+        None => return Ok(None),
+        Some(Value::Table(t)) => t,
+        Some(other) => {
+            return Err(f.err(
+                "per_shard",
+                format!(
+                    "expected a table (`[PROFILE.per_shard]` with `max_concurrency = N`), got {}",
+                    other.type_str()
+                ),
+            ));
+        }
+    };
+    if let Some(key) = table.keys().find(|k| k.as_str() != "max_concurrency") {
+        return Err(f.err(
+            &format!("per_shard.{key}"),
+            "is not a per-shard limit; `per_shard` takes `max_concurrency` (give --budget-usd per shard on the command line)",
+        ));
+    }
+    let field = "per_shard.max_concurrency";
+    match table.get("max_concurrency") {
+        None => Err(f.err("per_shard", "is empty; give `max_concurrency = N`, the profile's requests in flight in each shard")),
+        Some(Value::Integer(i)) if (1..=whole as i64).contains(i) => Ok(Some(*i as usize)),
+        Some(Value::Integer(i)) => Err(f.err(
+            field,
+            format!("{i} is out of range 1..={whole}: a shard's limit is a part of the profile's `max_concurrency` ({whole})"),
+        )),
+        Some(other) => Err(f.err(field, format!("expected an integer, got {}", other.type_str()))),
+    }
+}
+
 /// Turns a profile table into a [`Profile`]: for HTTP providers, reads the key from the
 /// environment (failing before any request when it is missing), builds the HTTP client and
-/// attaches the process-wide rate limiter and the profile's cache.
+/// attaches the process-wide rate limiter and the profile's cache. `sharded`: the run is one
+/// shard of a plan, so the profile's `per_shard` limits apply.
 pub(crate) fn build(
     name: &str,
     table: &Table,
     source: &str,
     root: &Path,
     env: &Environment,
+    sharded: bool,
 ) -> Result<Profile, ModelsError> {
     let spec = Spec::read(source, name, table, root, env)?;
     let definition = Definition::of_table(source, table);
@@ -636,7 +678,7 @@ pub(crate) fn build(
         key_header: http.api_key_header.clone(),
         timeout: http.timeout,
         retry: http.retry.clone(),
-        limiter: limiter_for(name, http.max_concurrency),
+        limiter: limiter_for(name, http.max_concurrency_per_shard.filter(|_| sharded).unwrap_or(http.max_concurrency)),
         cache: Cache { mode: http.cache, dir: Cache::dir_for(root, name) },
         max_reply_bytes: http.max_reply_bytes,
         breaker: Arc::new(Breaker::new(name, http.max_connect_failures)),
@@ -809,8 +851,9 @@ mod tests {
         let t = table(
             "provider = \"openai-chat\"\nmodel = \"m\"\nbase_url = \"http://x\"\napi_key_env = \"HCBENCH_UNIT_TEST_UNSET_KEY\"",
         );
-        let e =
-            build("p", &t, "models.toml", Path::new("/nonexistent"), &Environment::default()).unwrap_err().to_string();
+        let e = build("p", &t, "models.toml", Path::new("/nonexistent"), &Environment::default(), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("HCBENCH_UNIT_TEST_UNSET_KEY"), "{e}");
         assert!(e.contains("profile `p`"), "{e}");
     }
@@ -818,12 +861,12 @@ mod tests {
     #[test]
     fn builtins_point_at_the_local_model() {
         let t = builtin("local", &Environment::default()).unwrap();
-        let p = build("local", &t, "built-in", Path::new("/tmp"), &Environment::default()).unwrap();
+        let p = build("local", &t, "built-in", Path::new("/tmp"), &Environment::default(), false).unwrap();
         let ProfileKind::Http(h) = &p.kind else { panic!() };
         assert_eq!(h.info.provider, "openai-chat");
         assert!(h.info.base_url.as_deref().unwrap().ends_with("/v1"));
         let t = builtin("local-responses", &Environment::default()).unwrap();
-        let p = build("local-responses", &t, "built-in", Path::new("/tmp"), &Environment::default()).unwrap();
+        let p = build("local-responses", &t, "built-in", Path::new("/tmp"), &Environment::default(), false).unwrap();
         let ProfileKind::Http(h) = &p.kind else { panic!() };
         assert_eq!(h.transport.url.rsplit('/').next(), Some("responses"));
         assert!(builtin("gpt", &Environment::default()).is_none());

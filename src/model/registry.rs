@@ -123,6 +123,8 @@ pub struct Profiles {
     root: PathBuf,
     env: Environment,
     file: Option<ModelsFile>,
+    /// The run is one shard of a plan: profiles take their `per_shard` limits.
+    sharded: bool,
 }
 
 impl Profiles {
@@ -137,7 +139,13 @@ impl Profiles {
             }
             None => None,
         };
-        Ok(Profiles { root: root.to_path_buf(), env: env.clone(), file })
+        Ok(Profiles { root: root.to_path_buf(), env: env.clone(), file, sharded: false })
+    }
+
+    /// These profiles for a run of `shard` (when there is one): each profile's `per_shard`
+    /// limits replace its own (docs/scale-out.md, "Budgets and rate limits").
+    pub fn for_shard(self, shard: Option<crate::shard::Shard>) -> Profiles {
+        Profiles { sharded: shard.is_some(), ..self }
     }
 
     /// For a command naming only fixed built-ins, which does not load the models file: refuses
@@ -174,10 +182,10 @@ impl Profiles {
         if let Some(file) = &self.file
             && let Some(table) = file.profiles.get(name)
         {
-            return Ok(profiles::build(name, table, &file.path.display().to_string(), dir, &self.env)?);
+            return Ok(profiles::build(name, table, &file.path.display().to_string(), dir, &self.env, self.sharded)?);
         }
         if let Some(table) = profiles::builtin(name, &self.env) {
-            return Ok(profiles::build(name, &table, "built-in profiles", dir, &self.env)?);
+            return Ok(profiles::build(name, &table, "built-in profiles", dir, &self.env, self.sharded)?);
         }
         let mut candidates: Vec<&str> = vec!["oracle", "nop", "local", "local-responses"];
         if let Some(f) = &self.file {

@@ -121,7 +121,7 @@ mod tests {
         use crate::model::profiles::{build, builtin};
         use crate::model::{Profile, ProfileKind};
         let env = Environment::default();
-        let p = build("local", &builtin("local", &env).unwrap(), "built-in", Path::new("/proj"), &env).unwrap();
+        let p = build("local", &builtin("local", &env).unwrap(), "built-in", Path::new("/proj"), &env, false).unwrap();
         let moved = p.with_cache_dir(Path::new("/private/cache/local"));
         let (ProfileKind::Http(a), ProfileKind::Http(b)) = (&p.kind, &moved.kind) else { panic!("http profiles") };
         assert_eq!(a.transport.cache.dir, Path::new("/proj/workspace/cache/local"));

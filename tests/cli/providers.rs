@@ -594,6 +594,73 @@ fn max_concurrency_is_shared_by_every_cell_of_the_profile() {
     assert_eq!(server.state.peak.load(Ordering::SeqCst), 1, "four cells in parallel, one request in flight at a time");
 }
 
+#[test]
+fn a_profile_takes_its_per_shard_limit_in_a_shard_and_its_own_otherwise() {
+    let s = Scratch::new();
+    for id in ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"] {
+        s.case(id, &GOOD_CASE.replace("id: good", &format!("id: {id}")), GOOD_ORACLE);
+    }
+    let peak = |shard: Option<&str>, cases: &[&str]| {
+        let server = MockServer::start(vec![], slow(chat(FINISH, "stop", (10, 1)), 150));
+        let models = s.path().join("models.toml");
+        let limits = "max_concurrency = 4\nper_shard = { max_concurrency = 1 }";
+        std::fs::write(&models, profile("one", "openai-chat", &server, limits)).unwrap();
+        let out_dir = s.path().join(format!("run-{}", shard.unwrap_or("whole").replace('/', "-")));
+        let mut t = Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--format", "json"]);
+        for c in cases {
+            t = t.args(&["--case", c]);
+        }
+        if let Some(k) = shard {
+            t = t.args(&["--shard", k]);
+        }
+        let out = t
+            .args(&["--jobs", "4", "--profile", "one", "--models"])
+            .arg_path(&models)
+            .args(&["--out"])
+            .arg_path(&out_dir)
+            .run()
+            .code(1);
+        let ran = by_cell(&out.json()).len();
+        (ran, server.seen().len(), server.state.peak.load(Ordering::SeqCst))
+    };
+    // One shard of two: four cells at --jobs 4, one request in flight at a time.
+    assert_eq!(peak(Some("1/2"), &["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"]), (4, 4, 1));
+    // The same four cells' worth of work, not sharded: the profile's own limit of 4.
+    let (ran, requests, whole) = peak(None, &["c1", "c2", "c3", "c4"]);
+    assert_eq!((ran, requests), (4, 4));
+    assert!(whole > 1, "without --shard the profile's max_concurrency (4) applies: peak {whole}");
+}
+
+#[test]
+fn a_per_shard_limit_that_is_not_one_is_exit_2_naming_the_field() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, GOOD_ORACLE);
+    let server = MockServer::start(vec![], chat(FINISH, "stop", (10, 1)));
+    let models = s.path().join("models.toml");
+    for (limits, field, says) in [
+        ("per_shard = { budget_usd = 1 }", "per_shard.budget_usd", "is not a per-shard limit"),
+        (
+            "max_concurrency = 2\nper_shard = { max_concurrency = 3 }",
+            "per_shard.max_concurrency",
+            "3 is out of range 1..=2",
+        ),
+        ("per_shard = 2", "per_shard", "expected a table"),
+    ] {
+        std::fs::write(&models, profile("one", "openai-chat", &server, limits)).unwrap();
+        let out = Test::new()
+            .root(s.path())
+            .args(&["run", "--benchmark", "demo", "--profile", "one", "--shard", "1/2", "--models"])
+            .arg_path(&models)
+            .args(&["--out"])
+            .arg_path(&s.path().join("run"))
+            .run()
+            .code(2);
+        assert!(out.stderr.contains(field) && out.stderr.contains(says), "{limits}: {}", out.stderr);
+        assert!(out.stderr.contains("models.toml"), "names the file: {}", out.stderr);
+    }
+    assert_eq!(server.seen().len(), 0, "nothing ran");
+}
+
 /// A real model behind llama-server (`../shared/tools/local-llm start`), through both APIs, in
 /// one matrix with the oracle as the control arm. Ignored by a plain `cargo test`, so it shows
 /// as ignored rather than as a pass that checked nothing; `.ci/run` starts the server, sets
