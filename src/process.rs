@@ -6,10 +6,17 @@
 //! the environment is an allowlist, made deterministic. A timeout is a result
 //! (`timed_out = true`), not an error. Every command runs in the [`Sandbox`] its spec names
 //! ([`crate::sandbox`]), with its [`Limits`] set between fork and exec.
+//!
+//! The time a cell waits on its commands is charged to the cell's [`WaitClock`] (when the cell
+//! runs inside one, [`WaitClock::scope`]), so the harness's own cost per cell can be told apart
+//! from the commands' (`agent::run_cell_with`, `benches/overhead.rs`).
 
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -115,6 +122,61 @@ impl CommandOutcome {
     }
 }
 
+/// What a cell waited on, in microseconds: its commands and its model. Cheap to clone (the
+/// clones share the counts).
+///
+/// A command's time is everything from the moment its program was found to the moment its
+/// outcome is ready: setting up its sandbox (a bubblewrap of its own, or the cell's supervised
+/// sandbox: starting it, its greeting, the request and the response), the process itself, and
+/// reading the rest of its output. Starting the cell's supervised sandbox ahead of the first
+/// command ([`prepare`]) is a command's time too. Commands of one cell run one at a time, so
+/// the sum is time the cell spent waiting.
+#[derive(Debug, Clone, Default)]
+pub struct WaitClock(Arc<[AtomicU64; 2]>);
+
+tokio::task_local! {
+    /// The clock of the cell whose future is running, if it runs in one.
+    static WAIT_CLOCK: WaitClock;
+}
+
+impl WaitClock {
+    /// Runs `work` with this clock charged for the commands (and the model turns) it waits on.
+    /// Only the future itself is covered: a task it spawns is not.
+    pub async fn scope<F: Future>(&self, work: F) -> F::Output {
+        WAIT_CLOCK.scope(self.clone(), work).await
+    }
+
+    /// Microseconds spent in commands.
+    pub fn commands_us(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    /// Microseconds spent waiting for the model's replies.
+    pub fn model_us(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+
+    /// Charges the time since `since` to the running cell's clock, as model time.
+    pub(crate) fn charge_model(since: Instant) {
+        charge(1, since);
+    }
+}
+
+fn charge(which: usize, since: Instant) {
+    let us = since.elapsed().as_micros() as u64;
+    let _ = WAIT_CLOCK.try_with(|c| c.0[which].fetch_add(us, Ordering::Relaxed));
+}
+
+/// Charges the command time from its creation to its drop: a command that is cancelled (its
+/// future dropped) is charged too.
+struct Charged(Instant);
+
+impl Drop for Charged {
+    fn drop(&mut self) {
+        charge(0, self.0);
+    }
+}
+
 /// Runs `spec` to completion or timeout. Errors only when the program cannot be started.
 pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     let program = spec.argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
@@ -125,6 +187,7 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     if find_program(program, search, &spec.cwd).is_none() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("`{program}` not found")));
     }
+    let _charged = Charged(Instant::now());
     tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
     if let Some(cell) = spec.sandbox.cell()
         && let Some(session) = cell.take(&spec.workspace, &spec.mounts)?
@@ -211,7 +274,10 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
 /// cell's ([`crate::sandbox::CellSandbox`]); otherwise does nothing.
 pub fn prepare(spec: &CommandSpec) -> io::Result<()> {
     match spec.sandbox.cell() {
-        Some(cell) => cell.prepare(&spec.workspace, &spec.mounts),
+        Some(cell) => {
+            let _charged = Charged(Instant::now());
+            cell.prepare(&spec.workspace, &spec.mounts)
+        }
         None => Ok(()),
     }
 }

@@ -97,7 +97,31 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 
 /// [`run_cell`], telling `sink` when the cell continues an interrupted attempt from its last
 /// checkpoint, or cannot and starts over (`checkpoint.rs`).
+///
+/// The cell's own cost, its wall time minus the time it waited on its commands and its model
+/// ([`crate::process::WaitClock`]), goes to the log as a debug event of target `hcbench::cost`
+/// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it.
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
+    let t0 = Instant::now();
+    let clock = crate::process::WaitClock::default();
+    let ended = clock.scope(cell_work(plan, sink)).await;
+    let wall_us = t0.elapsed().as_micros() as u64;
+    let (commands_us, model_us) = (clock.commands_us(), clock.model_us());
+    tracing::debug!(
+        target: "hcbench::cost",
+        cell = %plan.cell_id,
+        sandbox = %plan.sandbox.info().mechanism,
+        wall_us,
+        commands_us,
+        model_us,
+        harness_us = wall_us.saturating_sub(commands_us + model_us),
+        "cell's own cost"
+    );
+    ended
+}
+
+/// [`run_cell_with`]'s work.
+async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let started = Instant::now();
     // artifacts/ is made by the first output that needs it (`store_output`): most cells have none.
     std::fs::create_dir_all(&plan.cell_dir)?;
@@ -302,8 +326,14 @@ async fn steps(
     // A resumed cell's map is in its checkpoint, and its events in the trace already.
     let fresh = matches!(start, Start::Fresh { .. });
     let repo_map = if fresh && spec.repo_map && managed {
-        let index = repomap::RepoIndex::build(ws);
-        let stats = index.stats();
+        // The first session starts from the fixture as it is: its map may be one built before
+        // for the same fixture (`fresh_workspace_map`); a later session's workspace has changed.
+        let (stats, view) = if first_step == 1 {
+            repomap::fresh_workspace_map(&case.fixture_dir, ws, &case.prompt, spec.budgets.repo_map)
+        } else {
+            let index = repomap::RepoIndex::build(ws);
+            (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map))
+        };
         rec.emit(EventBody::RepoMapBuilt {
             files: stats.files,
             symbols: stats.symbols,
@@ -311,7 +341,6 @@ async fn steps(
             parsers: stats.parsers,
             duration_ms: stats.duration_ms,
         })?;
-        let view = index.render(&case.prompt, ".", spec.budgets.repo_map);
         rec.emit(EventBody::RepoMapUsed {
             step: first_step,
             via: "context".into(),
@@ -601,7 +630,9 @@ async fn ask(
         total_tokens,
         budget_tokens,
     })?;
+    let asked = Instant::now();
     let turn = provider.next_action(&ModelRequest { step: turn_no, sections: texts }).await;
+    crate::process::WaitClock::charge_model(asked);
     for retry in &turn.retries {
         rec.emit(EventBody::ModelRetry {
             step,

@@ -152,6 +152,72 @@ pub struct RepoMapView {
     pub total_files: usize,
 }
 
+/// The injected map of a workspace fresh from its fixture: its index's stats and the view
+/// ranked against `query`, under `budget_tokens`.
+///
+/// Every cell of a case starts from a copy of the same fixture, and the map injected at its
+/// first step is a pure function of those files, the task and the budget; a matrix has the
+/// same case under every profile and epoch, so each map is built once per process and reused:
+/// the fixture's files are checked (path, size, modification time) before a map is reused, and
+/// the reusing cell's `duration_ms` is the time it spent (the check). The map is built from the
+/// workspace, never from the fixture, so it reads exactly what the cell's tools would.
+pub fn fresh_workspace_map(
+    fixture: &Path,
+    workspace: &Path,
+    query: &str,
+    budget_tokens: usize,
+) -> (IndexStats, RepoMapView) {
+    /// (fixture, query, budget) -> (the fixture's stamp, the map).
+    type Maps = HashMap<(PathBuf, String, usize), (u64, IndexStats, RepoMapView)>;
+    static MAPS: LazyLock<std::sync::Mutex<Maps>> = LazyLock::new(Default::default);
+    /// Maps kept at most: more distinct fixtures than this, and the oldest are built again.
+    const KEPT: usize = 1024;
+    let started = Instant::now();
+    let key = (fixture.to_path_buf(), query.to_string(), budget_tokens);
+    let stamp = tree_stamp(fixture);
+    if let Some(stamp) = stamp
+        && let Some((kept, stats, view)) = MAPS.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+        && *kept == stamp
+    {
+        let stats = IndexStats { duration_ms: started.elapsed().as_millis() as u64, ..stats.clone() };
+        return (stats, view.clone());
+    }
+    let index = RepoIndex::build(workspace);
+    let view = index.render(query, ".", budget_tokens);
+    let stats = index.stats();
+    if let Some(stamp) = stamp {
+        let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
+        if maps.len() >= KEPT {
+            maps.clear();
+        }
+        maps.insert(key, (stamp, stats.clone(), view.clone()));
+    }
+    (stats, view)
+}
+
+/// FNV-1a over every entry below `dir` (sorted by name): its path, kind, size and modification
+/// time. None when a folder cannot be listed: the map is then built, never reused.
+fn tree_stamp(dir: &Path) -> Option<u64> {
+    fn walk(dir: &Path, listing: &mut String) -> Option<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.collect::<Result<_, _>>().ok()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let meta = entry.path().symlink_metadata().ok()?;
+            let mtime = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let name = entry.file_name();
+            let _ = writeln!(listing, "{}\0{:?}\0{}\0{mtime}", name.to_string_lossy(), meta.file_type(), meta.len());
+            if meta.is_dir() {
+                walk(&entry.path(), listing)?;
+                listing.push_str("..\n");
+            }
+        }
+        Some(())
+    }
+    let mut listing = String::new();
+    walk(dir, &mut listing)?;
+    Some(raw_hash_bytes(listing.as_bytes()))
+}
+
 impl RepoIndex {
     /// Indexes the workspace at `root`. Never fails: what cannot be read is counted as skipped.
     pub fn build(root: &Path) -> RepoIndex {
@@ -1176,6 +1242,41 @@ class Pager(Base, metaclass=Meta):
 if TYPE_CHECKING:
     def typed_only(): ...
 "#;
+
+    #[test]
+    fn a_fresh_workspaces_map_is_built_once_per_fixture_and_again_when_the_fixture_changes() {
+        let fixture = tree(&[("pager.py", PAGER), ("README.md", "Pages of items.\n")]);
+        let copy = |name: &str| {
+            let ws = fixture.path().parent().unwrap().join(format!("{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&ws);
+            std::fs::create_dir(&ws).unwrap();
+            for f in ["pager.py", "README.md"] {
+                std::fs::copy(fixture.path().join(f), ws.join(f)).unwrap();
+            }
+            ws
+        };
+        let (a, b) = (copy("ws-a"), copy("ws-b"));
+        let built = RepoIndex::build(&a);
+        let (stats, view) = fresh_workspace_map(fixture.path(), &a, "the page size", 400);
+        assert_eq!(view, built.render("the page size", ".", 400));
+        assert_eq!(IndexStats { duration_ms: 0, ..stats.clone() }, IndexStats { duration_ms: 0, ..built.stats() });
+        // Another cell of the same case: the same map, whatever its workspace's folder.
+        let (again_stats, again) = fresh_workspace_map(fixture.path(), &b, "the page size", 400);
+        assert_eq!(
+            (IndexStats { duration_ms: 0, ..again_stats }, &again),
+            (IndexStats { duration_ms: 0, ..stats }, &view)
+        );
+        // Another query or budget is another map.
+        assert_ne!(fresh_workspace_map(fixture.path(), &b, "README", 400).1.files, view.files);
+        // The fixture changed (a file added): built again, from the workspace.
+        std::fs::write(fixture.path().join("cursor.py"), "class Cursor:\n    pass\n").unwrap();
+        std::fs::copy(fixture.path().join("cursor.py"), b.join("cursor.py")).unwrap();
+        let (changed, _) = fresh_workspace_map(fixture.path(), &b, "the page size", 400);
+        assert_eq!(changed.files, 3);
+        for ws in [a, b] {
+            std::fs::remove_dir_all(ws).unwrap();
+        }
+    }
 
     #[test]
     fn python_symbols_come_from_the_parser_with_signatures_and_nesting() {
