@@ -1003,6 +1003,64 @@ mod tests {
         assert!(html.contains("data-profile=\"nop\" data-outcome=\"failed\""));
     }
 
+    /// A report of `n` cells (a few cases, two profiles, many epochs) whose first failed cell's
+    /// reason tries to close the index's script element.
+    fn large_report(n: usize) -> MatrixReport {
+        let cells = (0..n)
+            .map(|i| {
+                let profile = if i % 2 == 0 { "oracle" } else { "nop" };
+                let outcome = if i % 2 == 0 { Outcome::Passed } else { Outcome::Failed };
+                let reason = if i == 1 { "tests failed </script><script>alert(1)</script>" } else { "" };
+                CellSummary {
+                    cell_id: format!("case-{}__{profile}__e{}", i / 200, i / 2 % 100 + 1),
+                    case_id: format!("case-{}", i / 200),
+                    category: "bugfix".into(),
+                    profile: profile.into(),
+                    epoch: (i / 2 % 100 + 1) as u32,
+                    outcome: Some(outcome),
+                    reason: reason.into(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        from_cells(&manifest(), std::path::Path::new("/runs/r"), cells, Vec::new(), Vec::new())
+    }
+
+    fn write_page(r: &MatrixReport) -> String {
+        let mut out = Vec::new();
+        Html.write(r, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_large_run_gets_an_index_of_every_cell_and_no_per_cell_markup() {
+        let r = large_report(1001);
+        let html = write_page(&r);
+        assert!(!html.contains(INDEX_MARKER), "the marker is replaced by the index");
+        assert_eq!(html.matches(" data-cell=").count(), 0, "squares are drawn by the script");
+        assert_eq!(html.matches("<section id=\"tl-").count(), 0, "timelines are in side files");
+        assert_eq!(html.matches("</script>").count(), 3, "the index, the page's script and the split script");
+        let json = html.split("<script type=\"application/json\" id=\"cells-index\">").nth(1).unwrap();
+        let json = json.split("</script>").next().unwrap();
+        assert!(json.contains("tests failed \\u003c/script>\\u003cscript>alert(1)"), "no `<` in the index");
+        let index: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(index["cells"].as_array().unwrap().len(), 1001);
+        assert_eq!(index["groups"], serde_json::json!(["oracle", "nop"]));
+        assert_eq!(index["cases"].as_array().unwrap().len(), 6);
+        let second = &index["cells"][1];
+        assert_eq!(second[0], "case-0__nop__e1");
+        assert_eq!(
+            index["reasons"][second[5].as_u64().unwrap() as usize],
+            "tests failed </script><script>alert(1)</script>"
+        );
+        assert_eq!(index["outcomes"][second[4].as_u64().unwrap() as usize][0], "failed");
+        assert_eq!(second[6], 1, "a failed cell's timeline is in the first side file");
+        assert!(html.contains("Cells that did not pass (500)"));
+        // One file up to the limit.
+        let html = write_page(&large_report(1000));
+        assert!(!html.contains("id=\"cells-index\"") && html.matches(" data-cell=").count() == 1000);
+    }
+
     #[test]
     fn thousands_separators() {
         assert_eq!(thousands(0), "0");
