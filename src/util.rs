@@ -23,14 +23,43 @@ pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
+    write_atomic_streamed(path, sync, |out| out.write_all(bytes)).map_err(|e| match e {
+        StreamError::Io(e) | StreamError::Writer(e) => e,
+    })
+}
+
+/// Why [`write_atomic_streamed`] failed: the file system, or the function writing the content.
+#[derive(Debug)]
+pub enum StreamError<E> {
+    Io(io::Error),
+    Writer(E),
+}
+
+impl<E> From<io::Error> for StreamError<E> {
+    fn from(e: io::Error) -> Self {
+        StreamError::Io(e)
+    }
+}
+
+/// [`write_atomic`] for content too large to hold in memory (a 100,000-cell report.json):
+/// `write` streams it into a buffered temporary file beside `path`, which replaces `path`
+/// only once everything was written (and synced, with `sync`). A failed `write` leaves
+/// `path` as it was.
+pub fn write_atomic_streamed<E>(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+) -> Result<(), StreamError<E>> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
     // Temp files are created 0600; the result should have the permissions a plain write would
     // give (an existing file's own, else 0644), so reports stay readable when shared.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o644);
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.write_all(bytes)?;
+    let mut out = io::BufWriter::with_capacity(256 * 1024, tmp);
+    write(&mut out).map_err(StreamError::Writer)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
     if sync {
         tmp.as_file().sync_all()?;
     }

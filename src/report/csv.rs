@@ -1,5 +1,7 @@
 //! `cells.csv`: one row per cell, for spreadsheets and data frames.
 
+use std::io::Write;
+
 use super::model::MatrixReport;
 use super::{ExportError, Exporter};
 
@@ -52,9 +54,15 @@ impl Exporter for Csv {
         "cells.csv"
     }
 
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
-        let err = |e: csv::Error| ExportError::Render { format: "csv", message: e.to_string() };
-        let mut w = csv::Writer::from_writer(Vec::new());
+    fn write(&self, report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
+        let err = |e: csv::Error| {
+            let message = e.to_string();
+            match e.into_kind() {
+                csv::ErrorKind::Io(e) => ExportError::Stream(e),
+                _ => ExportError::Render { format: "csv", message },
+            }
+        };
+        let mut w = csv::Writer::from_writer(out);
         w.write_record(HEADER).map_err(err)?;
         for c in &report.cells {
             let sessions = super::sessions::csv_fields(c);
@@ -96,6 +104,7 @@ impl Exporter for Csv {
             ])
             .map_err(err)?;
         }
-        w.into_inner().map_err(|e| ExportError::Render { format: "csv", message: e.to_string() })
+        w.flush()?;
+        Ok(())
     }
 }

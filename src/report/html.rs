@@ -19,7 +19,9 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use tera::{Context, Tera};
 
-use super::model::{MatrixReport, Timeline, TimelineEntry};
+use std::io::Write;
+
+use super::model::{MatrixReport, Timeline, TimelineEntry, side_timeline_cells, split_layout};
 use super::{ExportError, Exporter, comparisons_sentence, diff_range, pct, pct_range, secs};
 use crate::aggregate::{Comparison, GroupStats, mde_words, p_text};
 use crate::replay::CellSummary;
@@ -37,10 +39,15 @@ const JS: &str = include_str!("templates/report.js");
 const RATE_CELL: &str = include_str!("templates/rate_cell.html");
 /// The breakdown table shared by "By category" and "By split" (`{% include %}`d).
 const GROUP_TABLE: &str = include_str!("templates/group_table.html");
+/// One cell's timeline section: `{% include %}`d by the page, rendered alone for side files.
+const TIMELINE_TEMPLATE: &str = "timeline.html";
+const TIMELINE: &str = include_str!("templates/timeline.html");
+/// The script of a split page: draws the heatmap from the cell index, loads timelines.
+const SPLIT_JS: &str = include_str!("templates/report_split.js");
 
 /// Outcome classes in the order the legend shows them: (label in data, words, glyph). The
 /// glyph repeats the colour's meaning so the heatmap does not rely on colour alone.
-const OUTCOMES: [(&str, &str, &str); 8] = [
+pub(crate) const OUTCOMES: [(&str, &str, &str); 8] = [
     ("passed", "passed", "✓"),
     ("failed", "failed", "✕"),
     ("timeout", "timeout", "T"),
@@ -56,28 +63,76 @@ const BAR_WIDTH: f64 = 120.0;
 /// Width of the comparison interval plot, which spans a difference of -1 to +1.
 const DIFF_WIDTH: f64 = 160.0;
 /// Longest reason shown in a heatmap tooltip; the timeline shows it whole.
-const TOOLTIP_REASON: usize = 200;
+pub(crate) const TOOLTIP_REASON: usize = 200;
 
 impl Exporter for Html {
     fn file_name(&self) -> &'static str {
         "report.html"
     }
 
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
-        render(report).map(String::into_bytes)
+    /// A run of up to [`TIMELINE_CELLS`](super::model::TIMELINE_CELLS) cells is rendered whole.
+    /// A larger run's page holds no per-cell markup: it is rendered (bounded), and its cell
+    /// index is streamed in at the template's marker ([`super::html_split::write_index`]).
+    fn write(&self, report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
+        if !split_layout(&report.cells) {
+            return render_to(report, out);
+        }
+        let page = render(report)?;
+        let (head, tail) = page.split_once(INDEX_MARKER).ok_or_else(|| ExportError::Render {
+            format: "html",
+            message: "the template lost its cell index marker".into(),
+        })?;
+        out.write_all(head.as_bytes())?;
+        super::html_split::write_index(report, out)?;
+        out.write_all(tail.as_bytes())?;
+        Ok(())
     }
 }
 
-/// Renders the whole page.
-pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
-    let err = |e: tera::Error| ExportError::Render { format: "html", message: error_chain(&e) };
+/// Where a split page's cell index goes. Only the template writes it: text from traces is
+/// escaped, so it cannot forge one.
+const INDEX_MARKER: &str = "<!--hcbench:cells-index-->";
+
+/// The templates with autoescaping, ready to render the page or one timeline.
+pub(crate) fn templates() -> Result<Tera, ExportError> {
     let mut tera = Tera::default();
-    tera.add_raw_template("rate_cell.html", RATE_CELL).map_err(err)?;
-    tera.add_raw_template("group_table.html", GROUP_TABLE).map_err(err)?;
-    tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(err)?;
+    tera.add_raw_template("rate_cell.html", RATE_CELL).map_err(tera_error)?;
+    tera.add_raw_template("group_table.html", GROUP_TABLE).map_err(tera_error)?;
+    tera.add_raw_template(TIMELINE_TEMPLATE, TIMELINE).map_err(tera_error)?;
+    tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(tera_error)?;
+    Ok(tera)
+}
+
+pub(crate) fn tera_error(e: tera::Error) -> ExportError {
+    ExportError::Render { format: "html", message: error_chain(&e) }
+}
+
+/// Renders the whole page (a split page with its index marker still in place).
+pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
+    let mut out = Vec::new();
+    render_to(report, &mut out)?;
+    String::from_utf8(out).map_err(|e| ExportError::Render { format: "html", message: e.to_string() })
+}
+
+fn render_to(report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
+    let tera = templates()?;
     let page = Page::build(report);
-    let context = Context::from_serialize(&page).map_err(err)?;
-    tera.render(TEMPLATE_NAME, &context).map_err(err)
+    let context = Context::from_serialize(&page).map_err(tera_error)?;
+    tera.render_to(TEMPLATE_NAME, &context, out).map_err(tera_error)
+}
+
+/// Renders one cell's timeline `<section>`, as the page embeds it, for a split page's side
+/// files.
+pub(crate) fn render_timeline(
+    tera: &Tera,
+    cell: &CellSummary,
+    timeline: Option<&Timeline>,
+    epochs: u32,
+) -> Result<String, ExportError> {
+    let mut context = Context::new();
+    context.insert("t", &timeline_view(cell, &dom_id_of(&cell.cell_id), timeline));
+    context.insert("epochs", &epochs);
+    tera.render(TIMELINE_TEMPLATE, &context).map_err(tera_error)
 }
 
 /// tera puts the useful part (template line, undefined variable) in the error's sources.
@@ -145,6 +200,14 @@ struct Page {
     /// True when the verdict is not exit 0 (the verdict box is drawn as a warning).
     verdict_bad: bool,
     timelines: Vec<TimelineView>,
+    /// A large run's page: cells in a streamed index, timelines in side files.
+    split: bool,
+    split_js: &'static str,
+    index_marker: &'static str,
+    /// How many cells have a timeline in a split page's side files.
+    side_timelines: usize,
+    /// Cells that did not pass, all of them, whether listed in the page or drawn by its script.
+    failing_count: usize,
 }
 
 #[derive(Serialize)]
@@ -336,9 +399,13 @@ impl Page {
                 count: report.cells.iter().filter(|c| c.outcome_label() == outcome).count(),
             })
             .collect();
-        let dom_ids = dom_ids(&report.cells);
+        // A split page draws its squares, its list of cells that did not pass and its
+        // timelines from the index and side files: none of their markup is built here.
+        let split = split_layout(&report.cells);
+        let dom_ids = if split { HashMap::new() } else { dom_ids(&report.cells) };
         let timelines: HashMap<&str, &Timeline> = report.timelines.iter().map(|t| (t.cell_id.as_str(), t)).collect();
-        let by_cell: HashMap<&str, &CellSummary> = report.cells.iter().map(|c| (c.cell_id.as_str(), c)).collect();
+        let by_cell: HashMap<&str, &CellSummary> =
+            if split { HashMap::new() } else { report.cells.iter().map(|c| (c.cell_id.as_str(), c)).collect() };
         let splits = distinct(report.cells.iter().map(|c| c.split.as_str()).filter(|s| !s.is_empty()));
         Page {
             title: format!("hcbench {} · {} · {}", report.command, report.benchmark, report.run_id),
@@ -369,7 +436,7 @@ impl Page {
             splits: category_rows(report.split_breakdown(), |s| s.split.as_deref()),
             ablation: report.ablation.as_ref().map(super::ablation::tables).unwrap_or_default(),
             sessions: super::sessions::table(report),
-            heatmap: heatmap(report, &dom_ids),
+            heatmap: heatmap(report, &dom_ids, split),
             filter_categories: distinct(report.cells.iter().map(|c| c.category.as_str()).filter(|c| !c.is_empty()))
                 .into_iter()
                 .map(str::to_string)
@@ -378,6 +445,7 @@ impl Page {
             failing: report
                 .failing
                 .iter()
+                .filter(|_| !split)
                 .map(|f| {
                     let (outcome, words, _) = outcome_meta(&f.outcome);
                     let cell = by_cell.get(f.cell_id.as_str());
@@ -404,21 +472,27 @@ impl Page {
             timelines: report
                 .cells
                 .iter()
+                .filter(|_| !split)
                 .map(|c| timeline_view(c, &dom_ids[c.cell_id.as_str()], timelines.get(c.cell_id.as_str()).copied()))
                 .collect(),
+            split,
+            split_js: SPLIT_JS,
+            index_marker: INDEX_MARKER,
+            side_timelines: if split { side_timeline_cells(&report.cells).len() } else { 0 },
+            failing_count: report.failing.len(),
         }
     }
 }
 
 /// Distinct values in first-seen order.
-fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+pub(crate) fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut seen = HashSet::new();
     items.filter(|s| seen.insert(*s)).collect()
 }
 
 /// The outcome class of a label, falling back to `incomplete`'s look for a label this
 /// version does not know (a newer trace), so the cell still shows.
-fn outcome_meta(label: &str) -> (&'static str, &'static str, &'static str) {
+pub(crate) fn outcome_meta(label: &str) -> (&'static str, &'static str, &'static str) {
     OUTCOMES.iter().copied().find(|(o, _, _)| *o == label).unwrap_or(OUTCOMES[OUTCOMES.len() - 1])
 }
 
@@ -428,12 +502,8 @@ fn dom_ids(cells: &[CellSummary]) -> HashMap<&str, String> {
     let mut used = HashSet::new();
     let mut out = HashMap::new();
     for c in cells {
-        let base: String = c
-            .cell_id
-            .chars()
-            .map(|ch| if ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.') { ch } else { '_' })
-            .collect();
-        let mut id = format!("tl-{base}");
+        let base = dom_id_of(&c.cell_id);
+        let mut id = base.clone();
         let mut n = 2;
         while !used.insert(id.clone()) {
             id = format!("tl-{base}-{n}");
@@ -442,6 +512,16 @@ fn dom_ids(cells: &[CellSummary]) -> HashMap<&str, String> {
         out.insert(c.cell_id.as_str(), id);
     }
     out
+}
+
+/// `tl-` + the cell id with anything outside `[A-Za-z0-9_.-]` replaced. A split page keys its
+/// timelines by cell id, so it needs no suffix for the rare ids that map to the same one.
+fn dom_id_of(cell_id: &str) -> String {
+    let base: String = cell_id
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.') { ch } else { '_' })
+        .collect();
+    format!("tl-{base}")
 }
 
 /// A coordinate or size with one decimal, as both HTML pages write them into SVG.
@@ -582,13 +662,11 @@ fn totals_bar(outcomes: &[OutcomeCount], cells: usize) -> Vec<Segment> {
 /// Cases (rows, in plan order) x profiles (columns); each slot holds that pair's cells in
 /// epoch order. Every cell of the report lands in exactly one slot, including a cell whose
 /// profile is missing from the profile list, so the page has one square per run cell.
-fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
-    let mut profiles: Vec<String> = report.profiles.clone();
-    for c in &report.cells {
-        let p = c.group();
-        if !profiles.iter().any(|q| *q == p) {
-            profiles.push(p.into_owned());
-        }
+/// A split page gets the columns only; its script draws the rows from the cell index.
+fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>, split: bool) -> Heatmap {
+    let profiles = heatmap_groups(report);
+    if split {
+        return Heatmap { profiles, rows: Vec::new() };
     }
     let rows = distinct(report.cells.iter().map(|c| c.case_id.as_str()))
         .into_iter()
@@ -611,6 +689,20 @@ fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>) -> Heatmap {
         })
         .collect();
     Heatmap { profiles, rows }
+}
+
+/// The heatmap's columns: the report's groups, then any group only a cell names.
+pub(crate) fn heatmap_groups(report: &MatrixReport) -> Vec<String> {
+    let mut profiles: Vec<String> = report.profiles.clone();
+    let mut seen: HashSet<String> = profiles.iter().cloned().collect();
+    for c in &report.cells {
+        let p = c.group();
+        if !seen.contains(p.as_ref()) {
+            seen.insert(p.clone().into_owned());
+            profiles.push(p.into_owned());
+        }
+    }
+    profiles
 }
 
 fn heat_cell(c: &CellSummary, dom_id: &str, epochs: u32) -> HeatCell {
@@ -909,6 +1001,64 @@ mod tests {
         // One category and one split: no filter that cannot narrow anything.
         assert!(!html.contains("id=\"f-category\"") && !html.contains("id=\"f-split\""));
         assert!(html.contains("data-profile=\"nop\" data-outcome=\"failed\""));
+    }
+
+    /// A report of `n` cells (a few cases, two profiles, many epochs) whose first failed cell's
+    /// reason tries to close the index's script element.
+    fn large_report(n: usize) -> MatrixReport {
+        let cells = (0..n)
+            .map(|i| {
+                let profile = if i % 2 == 0 { "oracle" } else { "nop" };
+                let outcome = if i % 2 == 0 { Outcome::Passed } else { Outcome::Failed };
+                let reason = if i == 1 { "tests failed </script><script>alert(1)</script>" } else { "" };
+                CellSummary {
+                    cell_id: format!("case-{}__{profile}__e{}", i / 200, i / 2 % 100 + 1),
+                    case_id: format!("case-{}", i / 200),
+                    category: "bugfix".into(),
+                    profile: profile.into(),
+                    epoch: (i / 2 % 100 + 1) as u32,
+                    outcome: Some(outcome),
+                    reason: reason.into(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        from_cells(&manifest(), std::path::Path::new("/runs/r"), cells, Vec::new(), Vec::new())
+    }
+
+    fn write_page(r: &MatrixReport) -> String {
+        let mut out = Vec::new();
+        Html.write(r, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_large_run_gets_an_index_of_every_cell_and_no_per_cell_markup() {
+        let r = large_report(1001);
+        let html = write_page(&r);
+        assert!(!html.contains(INDEX_MARKER), "the marker is replaced by the index");
+        assert_eq!(html.matches(" data-cell=").count(), 0, "squares are drawn by the script");
+        assert_eq!(html.matches("<section id=\"tl-").count(), 0, "timelines are in side files");
+        assert_eq!(html.matches("</script>").count(), 3, "the index, the page's script and the split script");
+        let json = html.split("<script type=\"application/json\" id=\"cells-index\">").nth(1).unwrap();
+        let json = json.split("</script>").next().unwrap();
+        assert!(json.contains("tests failed \\u003c/script>\\u003cscript>alert(1)"), "no `<` in the index");
+        let index: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(index["cells"].as_array().unwrap().len(), 1001);
+        assert_eq!(index["groups"], serde_json::json!(["oracle", "nop"]));
+        assert_eq!(index["cases"].as_array().unwrap().len(), 6);
+        let second = &index["cells"][1];
+        assert_eq!(second[0], "case-0__nop__e1");
+        assert_eq!(
+            index["reasons"][second[5].as_u64().unwrap() as usize],
+            "tests failed </script><script>alert(1)</script>"
+        );
+        assert_eq!(index["outcomes"][second[4].as_u64().unwrap() as usize][0], "failed");
+        assert_eq!(second[6], 1, "a failed cell's timeline is in the first side file");
+        assert!(html.contains("Cells that did not pass (500)"));
+        // One file up to the limit.
+        let html = write_page(&large_report(1000));
+        assert!(!html.contains("id=\"cells-index\"") && html.matches(" data-cell=").count() == 1000);
     }
 
     #[test]

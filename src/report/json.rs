@@ -1,5 +1,7 @@
 //! `report.json`: the whole report model (cells, stats, comparisons) for machines.
 
+use std::io::Write;
+
 use super::model::MatrixReport;
 use super::{ExportError, Exporter};
 
@@ -10,10 +12,12 @@ impl Exporter for Json {
         "report.json"
     }
 
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
-        let mut bytes = serde_json::to_vec_pretty(report)
-            .map_err(|e| ExportError::Render { format: "json", message: e.to_string() })?;
-        bytes.push(b'\n');
-        Ok(bytes)
+    fn write(&self, report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
+        serde_json::to_writer_pretty(&mut *out, report).map_err(|e| match e.io_error_kind() {
+            Some(_) => ExportError::Stream(e.into()),
+            None => ExportError::Render { format: "json", message: e.to_string() },
+        })?;
+        out.write_all(b"\n")?;
+        Ok(())
     }
 }

@@ -12,7 +12,11 @@
 //! byte-identical from the traces wherever the directory is, neither of which an absolute path
 //! of the machine that ran it would survive.
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use std::io::Write;
+
+use quick_junit::XmlString;
+use quick_xml::Writer;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
 use super::model::MatrixReport;
 use super::{ExportError, Exporter};
@@ -21,66 +25,128 @@ use crate::trace::event::Outcome;
 
 pub struct Junit;
 
+/// How one cell reads in JUnit: passed, a failure (the agent failed), or an error (every
+/// infrastructure class and a cell without a verdict).
+fn kind(c: &CellSummary) -> Option<&'static str> {
+    match c.outcome {
+        Some(Outcome::Passed) => None,
+        Some(Outcome::Failed) => Some("failure"),
+        _ => Some("error"),
+    }
+}
+
+/// The counts of one suite's `<testsuite>` tag: tests, failures, errors.
+fn counts<'a>(cells: impl Iterator<Item = &'a CellSummary>) -> (usize, usize, usize) {
+    cells.fold((0, 0, 0), |(t, f, e), c| match kind(c) {
+        None => (t + 1, f, e),
+        Some("failure") => (t + 1, f + 1, e),
+        Some(_) => (t + 1, f, e + 1),
+    })
+}
+
+/// An element with its attributes, each value cleaned as JUnit readers need (no ANSI
+/// escapes or control characters, [`XmlString`]) and escaped by quick-xml.
+fn tag<'a>(name: &'a str, attributes: &[(&str, &str)]) -> BytesStart<'a> {
+    let mut tag = BytesStart::new(name);
+    for (k, v) in attributes {
+        tag.push_attribute((*k, XmlString::new(v).as_str()));
+    }
+    tag
+}
+
 impl Exporter for Junit {
     fn file_name(&self) -> &'static str {
         "junit.xml"
     }
 
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
-        let mut junit = Report::new(format!("hcbench {}", report.benchmark));
-        for profile in &report.profiles {
-            let mut suite = TestSuite::new(profile.as_str());
-            // The profile's numbers ride along as suite properties, for dashboards that show them.
+    /// Streams the document with quick-xml, one test case at a time: the counts each
+    /// `<testsuite>` opens with are taken from the summaries first, so no suite is held whole.
+    /// The layout is quick-junit's (four-space indent, the same attributes in the same order),
+    /// which junit.xml was written with before it was streamed.
+    fn write(&self, report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
+        let mut w = Writer::new_with_indent(out, b' ', 4);
+        w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+        let suites: Vec<(usize, usize, usize)> =
+            report.profiles.iter().map(|p| counts(report.cells.iter().filter(|c| c.group() == p.as_str()))).collect();
+        let total = suites.iter().fold((0, 0, 0), |a, s| (a.0 + s.0, a.1 + s.1, a.2 + s.2));
+        let skipped = report.not_run.len();
+        let name = format!("hcbench {}", report.benchmark);
+        w.write_event(Event::Start(tag(
+            "testsuites",
+            &[
+                ("name", &name),
+                ("tests", &(total.0 + skipped).to_string()),
+                ("skipped", &skipped.to_string()),
+                ("failures", &total.1.to_string()),
+                ("errors", &total.2.to_string()),
+            ],
+        )))?;
+        let power = report.power.sentence();
+        for (profile, (tests, failures, errors)) in report.profiles.iter().zip(suites) {
+            let cells = || report.cells.iter().filter(|c| c.group() == profile.as_str());
+            let head = tag(
+                "testsuite",
+                &[
+                    ("name", profile),
+                    ("tests", &tests.to_string()),
+                    ("skipped", "0"),
+                    ("errors", &errors.to_string()),
+                    ("failures", &failures.to_string()),
+                ],
+            );
+            w.write_event(Event::Start(head))?;
+            w.write_event(Event::Start(BytesStart::new("properties")))?;
             if let Some(s) = report.profile_stats.iter().find(|s| &s.profile == profile) {
-                suite.add_property(("pass_rate", format!("{:.4}", s.pass_rate).as_str()));
-                suite.add_property(("pass_rate_ci", super::pct_range(&s.pass_rate_ci).as_str()));
-                suite.add_property(("coverage", format!("{:.4}", s.coverage).as_str()));
-            }
-            suite.add_property(("power", report.power.sentence().as_str()));
-            for c in report.cells.iter().filter(|c| c.group() == profile.as_str()) {
-                let status = match c.outcome {
-                    Some(Outcome::Passed) => TestCaseStatus::success(),
-                    Some(Outcome::Failed) => {
-                        let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                        s.set_message(c.reason.as_str());
-                        s.set_type("failed");
-                        s
-                    }
-                    other => {
-                        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                        s.set_message(c.reason.as_str());
-                        s.set_type(other.map_or("incomplete", Outcome::as_str));
-                        s
-                    }
-                };
-                let mut tc = TestCase::new(c.cell_id.as_str(), status);
-                tc.set_classname(format!("{}.{}", c.category, c.case_id));
-                tc.set_time(std::time::Duration::from_millis(c.wall_ms));
-                if c.outcome != Some(Outcome::Passed) {
-                    tc.set_system_out(system_out(c, report.resume_command.as_deref()));
+                for (k, v) in [
+                    ("pass_rate", format!("{:.4}", s.pass_rate)),
+                    ("pass_rate_ci", super::pct_range(&s.pass_rate_ci)),
+                    ("coverage", format!("{:.4}", s.coverage)),
+                ] {
+                    w.write_event(Event::Empty(tag("property", &[("name", k), ("value", &v)])))?;
                 }
-                suite.add_test_case(tc);
             }
-            junit.add_test_suite(suite);
+            w.write_event(Event::Empty(tag("property", &[("name", "power"), ("value", &power)])))?;
+            w.write_event(Event::End(BytesEnd::new("properties")))?;
+            for c in cells() {
+                test_case(&mut w, c, report.resume_command.as_deref())?;
+            }
+            w.write_event(Event::End(BytesEnd::new("testsuite")))?;
         }
-        // A profile set aside by --skip-unavailable is a skipped suite, never a failure.
         for n in &report.not_run {
-            let mut status = TestCaseStatus::skipped();
-            status.set_message(n.reason.as_str());
-            status.set_type("not_run");
-            let mut suite = TestSuite::new(n.profile.as_str());
-            suite.add_test_case(TestCase::new(format!("{} (not run)", n.profile), status));
-            junit.add_test_suite(suite);
+            let suite = tag(
+                "testsuite",
+                &[("name", &n.profile), ("tests", "1"), ("skipped", "1"), ("errors", "0"), ("failures", "0")],
+            );
+            w.write_event(Event::Start(suite))?;
+            w.write_event(Event::Start(tag("testcase", &[("name", &format!("{} (not run)", n.profile))])))?;
+            w.write_event(Event::Empty(tag("skipped", &[("message", &n.reason), ("type", "not_run")])))?;
+            w.write_event(Event::End(BytesEnd::new("testcase")))?;
+            w.write_event(Event::End(BytesEnd::new("testsuite")))?;
         }
-        junit
-            .to_string()
-            .map(String::into_bytes)
-            .map_err(|e| ExportError::Render { format: "junit", message: e.to_string() })
+        w.write_event(Event::End(BytesEnd::new("testsuites")))?;
+        w.write_indent()?;
+        Ok(())
     }
 }
 
-/// The `system-out` of a testcase that did not pass: outcome, reason (in full), trace, and how
-/// to replay it, or how to finish the run when the cell never ran.
+/// One `<testcase>`: empty for a passed cell; else its `<failure>` or `<error>` with the reason
+/// and a `<system-out>` saying where its trace is.
+fn test_case<W: Write>(w: &mut Writer<W>, c: &CellSummary, resume_command: Option<&str>) -> std::io::Result<()> {
+    let time = format!("{:.3}", std::time::Duration::from_millis(c.wall_ms).as_secs_f64());
+    let classname = format!("{}.{}", c.category, c.case_id);
+    let head = tag("testcase", &[("name", &c.cell_id), ("classname", &classname), ("time", &time)]);
+    let Some(kind) = kind(c) else {
+        return w.write_event(Event::Empty(head));
+    };
+    w.write_event(Event::Start(head))?;
+    let ty = if kind == "failure" { "failed" } else { c.outcome.map_or("incomplete", Outcome::as_str) };
+    w.write_event(Event::Empty(tag(kind, &[("message", &c.reason), ("type", ty)])))?;
+    w.write_event(Event::Start(BytesStart::new("system-out")))?;
+    w.write_event(Event::Text(BytesText::new(XmlString::new(system_out(c, resume_command)).as_str())))?;
+    w.write_event(Event::End(BytesEnd::new("system-out")))?;
+    w.write_event(Event::End(BytesEnd::new("testcase")))
+}
+
 fn system_out(c: &CellSummary, resume_command: Option<&str>) -> String {
     let mut text = format!("outcome: {}\nreason: {}\n", c.outcome_label(), c.reason);
     // A cell with no outcome that never started has no trace (see report::model::load_cell).

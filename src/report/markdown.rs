@@ -384,7 +384,9 @@ impl Exporter for Markdown {
         "report.md"
     }
 
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError> {
-        Ok(render(report).into_bytes())
+    /// The Markdown is bounded (under 60,000 characters at any size), so it is built whole.
+    fn write(&self, report: &MatrixReport, out: &mut dyn std::io::Write) -> Result<(), ExportError> {
+        out.write_all(render(report).as_bytes())?;
+        Ok(())
     }
 }

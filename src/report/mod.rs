@@ -6,6 +6,7 @@ pub(crate) mod ablation;
 pub mod csv;
 pub mod exit_policy;
 pub mod html;
+pub mod html_split;
 pub mod index;
 pub mod json;
 pub mod junit;
@@ -17,11 +18,13 @@ pub(crate) mod sessions;
 pub mod terminal;
 pub mod trend;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use model::MatrixReport;
 
 use crate::stats::Interval;
+use crate::util::StreamError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -29,13 +32,18 @@ pub enum ExportError {
     Render { format: &'static str, message: String },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    /// An exporter's output stream failed; [`write_all`] names the file.
+    #[error("cannot write a report: {0}")]
+    Stream(#[from] std::io::Error),
 }
 
 /// One output format.
 pub trait Exporter {
     /// File name under `RUN_DIR/reports/`.
     fn file_name(&self) -> &'static str;
-    fn render(&self, report: &MatrixReport) -> Result<Vec<u8>, ExportError>;
+    /// Writes the format to `out` as it goes: no exporter holds its whole output in memory,
+    /// so a 100,000-cell report.json or junit.xml costs the summaries and a write buffer.
+    fn write(&self, report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError>;
 }
 
 /// Every file exporter, in the order they are written.
@@ -49,16 +57,23 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
     ]
 }
 
-/// Renders every format into `run_dir/reports/`, each file written atomically. Returns the
-/// paths written.
+/// Renders every format into `run_dir/reports/`, each file written atomically and streamed.
+/// report.html's side files (the timelines of a large run, [`html_split::write_side_files`]) are
+/// written first, so the page never names a file that is not there yet. Returns the paths
+/// written.
 pub fn write_all(run_dir: &Path, report: &MatrixReport) -> Result<Vec<PathBuf>, ExportError> {
     let dir = run_dir.join("reports");
     std::fs::create_dir_all(&dir).map_err(|source| ExportError::Write { path: dir.clone(), source })?;
     let mut written = Vec::new();
+    written.extend(html_split::write_side_files(run_dir, &dir, report)?);
     for exporter in exporters() {
-        let bytes = exporter.render(report)?;
         let path = dir.join(exporter.file_name());
-        crate::util::write_atomic(&path, &bytes).map_err(|source| ExportError::Write { path: path.clone(), source })?;
+        crate::util::write_atomic_streamed(&path, true, |out| exporter.write(report, out)).map_err(|e| match e {
+            StreamError::Io(source) | StreamError::Writer(ExportError::Stream(source)) => {
+                ExportError::Write { path: path.clone(), source }
+            }
+            StreamError::Writer(e) => e,
+        })?;
         written.push(path);
     }
     Ok(written)

@@ -150,13 +150,43 @@ pub enum ReportError {
     Manifest(#[from] RunDirError),
 }
 
-/// Most timelines embedded in a report. Up to this many cells every cell gets one; beyond
-/// it, cells that did not pass come first (they are the ones people open), in plan order.
-/// The rest say how to see theirs (`hcbench replay`), which keeps a 10,000-cell HTML report
-/// a size a browser opens quickly.
+/// Most cells whose report.html is one self-contained file: up to this many, every cell's
+/// timeline is embedded in the page. A larger run's page carries its cells as a compact index
+/// shown page by page, and its timelines live in side files loaded when a square is clicked
+/// (src/report/html.rs, docs/formats.md), which keeps a 100,000-cell page a few megabytes.
 pub const TIMELINE_CELLS: usize = 1000;
 
-/// Builds the report of the run in `run_dir`. `timelines` adds per-cell timelines (HTML).
+/// Most timelines a large run's report.html has in its side files: cells that did not pass
+/// first (they are the ones people open), then passed ones, in plan order. The rest say how
+/// to see theirs (`hcbench replay`). The cap bounds the time and disk a report costs whatever
+/// the run's size (about 13 KB of side file per timeline of a typical cell: 2,000 of them
+/// cost about what the 25 MB one-file page of 10,000 cells did).
+pub const SIDE_TIMELINE_CELLS: usize = 2_000;
+
+/// Where a cell's trace is.
+pub fn trace_path(run_dir: &Path, cell_id: &str) -> std::path::PathBuf {
+    run_dir.join("cells").join(cell_id).join("trace.jsonl")
+}
+
+/// Whether report.html of these cells is split: a cell index in the page and the timelines in
+/// side files, rather than one file with every timeline.
+pub fn split_layout(cells: &[CellSummary]) -> bool {
+    cells.len() > TIMELINE_CELLS
+}
+
+/// The cells (indexes, in plan order) whose timelines a split report.html has in its side
+/// files: not passed first, then passed, at most [`SIDE_TIMELINE_CELLS`].
+pub fn side_timeline_cells(cells: &[CellSummary]) -> Vec<usize> {
+    let not_passed = (0..cells.len()).filter(|i| cells[*i].outcome != Some(Outcome::Passed));
+    let passed = (0..cells.len()).filter(|i| cells[*i].outcome == Some(Outcome::Passed));
+    let mut chosen: Vec<usize> = not_passed.chain(passed).take(SIDE_TIMELINE_CELLS).collect();
+    chosen.sort_unstable();
+    chosen
+}
+
+/// Builds the report of the run in `run_dir`. `timelines` adds per-cell timelines for a
+/// report.html that embeds them (at most [`TIMELINE_CELLS`] cells); a larger run's timelines
+/// are read by the HTML exporter into its side files, a batch at a time, and never held here.
 ///
 /// Two passes: a lean streaming replay of every trace for the summaries, then a full read of
 /// the traces whose timelines are embedded. Both passes run in parallel over cells.
@@ -164,11 +194,10 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
     let manifest = Manifest::read(run_dir)?;
     let planned = manifest.cell_ids();
     let run_ids = manifest.trace_run_ids(&planned);
-    let trace_of = |cell_id: &str| run_dir.join("cells").join(cell_id).join("trace.jsonl");
     let results: Vec<(CellSummary, Option<String>)> = planned
         .par_iter()
         .zip(&run_ids)
-        .map(|(planned, run_id)| load_cell(&trace_of(&planned.cell_id), planned, run_id, &manifest))
+        .map(|(planned, run_id)| load_cell(&trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest))
         .collect();
     let mut cells = Vec::with_capacity(results.len());
     let mut notes = Vec::new();
@@ -179,26 +208,18 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
         }
     }
     let mut tls = Vec::new();
-    if timelines {
-        let mut chosen: Vec<usize> = if cells.len() <= TIMELINE_CELLS {
-            (0..cells.len()).collect()
-        } else {
-            let not_passed = (0..cells.len()).filter(|i| cells[*i].outcome != Some(Outcome::Passed));
-            let passed = (0..cells.len()).filter(|i| cells[*i].outcome == Some(Outcome::Passed));
-            not_passed.chain(passed).take(TIMELINE_CELLS).collect()
-        };
-        chosen.sort_unstable();
-        tls = chosen
+    if timelines && !split_layout(&cells) {
+        tls = cells
             .par_iter()
-            .filter_map(|i| {
-                let c = &cells[*i];
-                read_trace(&trace_of(&c.cell_id)).ok().map(|read| timeline(&c.cell_id, &read.events))
+            .filter_map(|c| {
+                read_trace(&trace_path(run_dir, &c.cell_id)).ok().map(|read| timeline(&c.cell_id, &read.events))
             })
             .collect();
-        if cells.len() > TIMELINE_CELLS {
+    } else if timelines {
+        let side = side_timeline_cells(&cells).len();
+        if side < cells.len() {
             notes.push(format!(
-                "timelines are embedded for {} of {} cells (cells that did not pass first); `hcbench replay RUN_DIR/cells/<cell>/trace.jsonl` shows any cell",
-                tls.len(),
+                "report.html has the timelines of {side} of {} cells (cells that did not pass first); `hcbench replay RUN_DIR/cells/<cell>/trace.jsonl` shows any cell",
                 cells.len()
             ));
         }

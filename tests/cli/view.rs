@@ -276,31 +276,38 @@ const EPOCHS: u32 = 10;
 /// the cell's ids put in. One oracle cell has no trace (incomplete). Rendered by `hcbench
 /// report`, so the page is what hcbench writes for such a run.
 fn thousand_cell_run(root: &Path) -> PathBuf {
+    synthetic_run(root, "run-big", CASES, EPOCHS)
+}
+
+/// [`thousand_cell_run`]'s recipe for `cases` x 2 profiles x `epochs` cells, at
+/// `workspace/runs/<name>`.
+fn synthetic_run(root: &Path, name: &str, cases: usize, epochs: u32) -> PathBuf {
     let real = root.join("workspace/runs/run-a");
     Test::new()
         .args(&["matrix", "--profiles", "oracle,nop", "--case", "bugfix-1", "--out"])
         .arg_path(&real)
         .run()
         .code(0);
-    let big = root.join("workspace/runs/run-big");
+    let big = root.join("workspace/runs").join(name);
     let mut manifest: Value = serde_json::from_slice(&std::fs::read(real.join("manifest.json")).unwrap()).unwrap();
     let categories = ["bugfix", "context", "greenfield", "policy", "recovery"];
     let case =
         |i: usize| (format!("case-{i:03}"), categories[i % 5], if i.is_multiple_of(4) { "test" } else { "train" });
     manifest["cases"] =
-        (0..CASES).map(|i| json!({"id": case(i).0, "category": case(i).1, "split": case(i).2})).collect();
-    manifest["epochs"] = json!(EPOCHS);
+        (0..cases).map(|i| json!({"id": case(i).0, "category": case(i).1, "split": case(i).2})).collect();
+    manifest["epochs"] = json!(epochs);
     std::fs::create_dir_all(big.join("cells")).unwrap();
     std::fs::write(big.join("manifest.json"), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     for profile in ["oracle", "nop"] {
         let template = std::fs::read_to_string(real.join(format!("cells/bugfix-1__{profile}/trace.jsonl"))).unwrap();
-        for i in 0..CASES {
+        for i in 0..cases {
             let (id, category, split) = case(i);
-            for epoch in 1..=EPOCHS {
+            for epoch in 1..=epochs {
                 if profile == "oracle" && i == 7 && epoch == 3 {
                     continue;
                 }
-                let cell_id = format!("{id}__{profile}__e{epoch}");
+                let cell_id =
+                    if epochs > 1 { format!("{id}__{profile}__e{epoch}") } else { format!("{id}__{profile}") };
                 let mut trace = String::new();
                 for line in template.lines() {
                     let mut event: Value = serde_json::from_str(line).unwrap();
@@ -322,7 +329,7 @@ fn thousand_cell_run(root: &Path) -> PathBuf {
     }
     let started = Instant::now();
     let out = Test::new().args(&["report"]).arg_path(&big).run();
-    eprintln!("hcbench report of 1,000 cells: {:?} (exit {})", started.elapsed(), out.code);
+    eprintln!("hcbench report of {} cells: {:?} (exit {})", cases * 2 * epochs as usize, started.elapsed(), out.code);
     assert!(big.join("reports/report.html").is_file(), "{}", out.stderr);
     big
 }
@@ -454,6 +461,120 @@ fn a_thousand_cell_report_filters_deep_links_sorts_and_screenshots_in_chromium()
     let link = browser.find("#runs-table a[href$=\"run-big/reports/report.html\"]");
     browser.click(&link);
     assert_eq!(browser.script("return location.pathname;"), json!("/workspace/runs/run-big/reports/report.html"));
+}
+
+/// Cases of the large synthetic report: 650 x 2 profiles x 1 epoch = 1,300 cells, over the
+/// 1,000 a one-file report.html holds, so the page is split: 250 cases a page, timelines in
+/// report-files/.
+const LARGE_CASES: usize = 650;
+
+/// Polls `script` (which returns a value or null) until it returns a value, for what the page
+/// does after a side file arrives.
+fn wait_for(browser: &Browser, script: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let v = browser.script(script);
+        if !v.is_null() {
+            return v;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "gave up waiting for: {script}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The text of the timeline shown once it names `cell` (null until then).
+fn shown_timeline(cell: &str) -> String {
+    format!(
+        "const s = document.querySelector('#detail section.timeline:not([hidden])'); \
+         return s && s.textContent.includes({cell:?}) ? s.textContent : null;"
+    )
+}
+
+#[test]
+#[ignore = "needs chromium and chromium-driver (scripts/test runs it)"]
+fn a_large_report_loads_each_timeline_on_demand_from_file_and_through_view() {
+    let chromedriver = require_browser();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    let run = synthetic_run(&root, "run-large", LARGE_CASES, 1);
+    let cells = LARGE_CASES * 2;
+    let html = std::fs::read_to_string(run.join("reports/report.html")).unwrap();
+    eprintln!("report.html of {cells} cells: {} bytes", html.len());
+    assert!(!html.contains("<ol class=\"entries\">"), "no timeline is in the page itself");
+    assert_eq!(html.matches("<section id=\"tl-").count(), 0);
+    let side = run.join("reports/report-files");
+    let mut files: Vec<String> =
+        std::fs::read_dir(&side).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    assert_eq!(files.len(), cells.div_ceil(100), "a side file per 100 cells: {files:?}");
+    assert_eq!(files[0], "timelines-0001.js");
+
+    let browser = Browser::start(&chromedriver, tmp.path());
+    let page_file = format!("file://{}", run.join("reports/report.html").canonicalize().unwrap().display());
+    let squares = "return document.querySelectorAll('.heatmap [data-cell]').length;";
+    for (how, url) in [("file://", page_file.clone()), ("hcbench view", String::new())] {
+        let _served;
+        let url = if url.is_empty() {
+            let served = Served::start(&root, &[run.to_str().unwrap()]);
+            let page = served.page.clone().unwrap();
+            _served = served;
+            page
+        } else {
+            url
+        };
+        let started = Instant::now();
+        browser.open_url(&url);
+        eprintln!("{how}: load of the {cells}-cell report: {:?}", started.elapsed());
+        assert_eq!(browser.severe_logs(), Vec::<String>::new(), "{how}: the page loads without console errors");
+        assert_eq!(browser.script(squares), json!(500), "{how}: the first page shows 250 cases x 2 profiles");
+        let pager = browser.text(&browser.find("#pager .range"));
+        assert_eq!(pager, format!("cases 1–250 of {LARGE_CASES}"), "{how}");
+        assert_eq!(browser.script("return document.querySelectorAll('script[src]').length;"), json!(0));
+
+        // A failed cell's square: its timeline arrives from its side file.
+        let target = "case-003__nop";
+        browser.click(&browser.find(&format!(".heatmap [data-cell=\"{target}\"]")));
+        let shown = wait_for(&browser, &shown_timeline(target));
+        let shown = shown.as_str().unwrap();
+        assert!(shown.contains("run_finished") && shown.contains("tool_result"), "{how}: the timeline:\n{shown}");
+        assert_eq!(browser.script("return location.hash;"), json!(format!("#cell={target}")));
+        let loaded = browser
+            .script("return Array.from(document.querySelectorAll('script[src]')).map(s => s.getAttribute('src'));");
+        assert_eq!(loaded, json!(["report-files/timelines-0001.js"]), "{how}: only the square's side file is loaded");
+
+        // The next page, and a passed cell there, from another side file.
+        browser.click(&browser.find("#pager button.next"));
+        assert_eq!(browser.text(&browser.find("#pager .range")), format!("cases 251–500 of {LARGE_CASES}"));
+        let passed = "case-260__oracle";
+        browser.click(&browser.find(&format!(".heatmap [data-cell=\"{passed}\"]")));
+        let shown = wait_for(&browser, &shown_timeline(passed));
+        assert!(shown.as_str().unwrap().contains("passed"), "{how}");
+        assert_eq!(browser.script("return document.querySelectorAll('#detail section.timeline').length;"), json!(1));
+
+        // The filter runs over every cell, not the page; the open cell stays pinned.
+        browser.click(&browser.find("#f-outcome option[value=\"failed\"]"));
+        let count = browser.text(&browser.find("#f-count"));
+        assert_eq!(count, format!("showing {LARGE_CASES} of {cells} cells (and the open cell, outside the filter)"));
+        assert_eq!(browser.script("return document.querySelectorAll('#failing-table tbody tr').length;"), json!(100));
+        assert_eq!(browser.severe_logs(), Vec::<String>::new(), "{how}: no console errors along the way");
+
+        // A deep link to a cell on the last page opens its page and its timeline.
+        let deep = "case-640__nop";
+        browser.open_url("about:blank");
+        browser.open_url(&format!("{url}#cell={deep}&profile=nop"));
+        let shown = wait_for(&browser, &shown_timeline(deep));
+        assert!(shown.as_str().unwrap().contains("run_finished"), "{how}");
+        assert_eq!(browser.text(&browser.find("#pager .range")), format!("cases 501–{LARGE_CASES} of {LARGE_CASES}"));
+        let square = browser.find(&format!(".heatmap [data-cell=\"{deep}\"]"));
+        assert_eq!(browser.attribute(&square, "aria-expanded"), "true");
+        assert_eq!(browser.severe_logs(), Vec::<String>::new(), "{how}");
+    }
+
+    // Copied without its side files, the page says what is missing instead of failing silently.
+    std::fs::rename(&side, run.join("reports/moved")).unwrap();
+    browser.open_url(&format!("{page_file}#cell=case-005__nop"));
+    let text = wait_for(&browser, &shown_timeline("case-005__nop"));
+    assert!(text.as_str().unwrap().contains("keep report.html and its report-files folder together"), "{}", text);
 }
 
 #[test]

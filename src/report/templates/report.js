@@ -10,6 +10,12 @@
 // cells that did not pass, older reports) and section anchors keep working.
 (function () {
   "use strict";
+  // A large run's page (report_split.js) draws its heatmap and its list of cells that did not
+  // pass from the cell index, a page at a time; this script then only sorts its tables.
+  if (document.getElementById("cells-index")) {
+    sortableTables();
+    return;
+  }
   var placeholder = document.getElementById("tl-none");
   var heatmap = document.querySelector("table.heatmap");
   var shown = null;
@@ -272,50 +278,53 @@
     writeFragment();
   });
 
-  // Sortable tables: each column header becomes a button; numbers sort as numbers (the first
-  // number in the cell: 83.3% -> 83.3, 1,234 / 56 -> 1234), text as text, empty and "–" last.
-  function sortKey(cell) {
-    var text = (cell.dataset.sort || cell.textContent).trim();
-    var m = text.replace(/,/g, "").match(/^[$+]?(-?\d+(?:\.\d+)?)/);
-    return m ? { n: parseFloat(m[1]), s: text } : { n: null, s: text.toLowerCase() };
-  }
-  function compare(a, b) {
-    var ea = a.s === "" || a.s === "–", eb = b.s === "" || b.s === "–";
-    if (ea !== eb) return ea ? 1 : -1;
-    if (a.n !== null && b.n !== null) return a.n - b.n;
-    if ((a.n === null) !== (b.n === null)) return a.n === null ? 1 : -1;
-    return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
-  }
-  // The ablation tables are sortable too (selected by their section, so their markup, which
-  // other tests pin, stays as it is).
-  Array.prototype.forEach.call(document.querySelectorAll("table.sortable, #ablation table.data"), function (table) {
-    var head = table.tHead && table.tHead.rows[0];
-    if (!head || !table.tBodies[0]) return;
-    Array.prototype.forEach.call(head.cells, function (th, index) {
-      var button = document.createElement("button");
-      button.type = "button";
-      button.className = "sort";
-      while (th.firstChild) button.appendChild(th.firstChild);
-      th.appendChild(button);
-      button.addEventListener("click", function () {
-        var ascending = th.getAttribute("aria-sort") !== "ascending";
-        Array.prototype.forEach.call(head.cells, function (h) { h.removeAttribute("aria-sort"); });
-        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-        var body = table.tBodies[0];
-        var keyed = Array.prototype.map.call(body.rows, function (tr, i) {
-          return { tr: tr, key: sortKey(tr.cells[index] || tr), i: i };
+  function sortableTables() {
+    // Sortable tables: each column header becomes a button; numbers sort as numbers (the first
+    // number in the cell: 83.3% -> 83.3, 1,234 / 56 -> 1234), text as text, empty and "–" last.
+    function sortKey(cell) {
+      var text = (cell.dataset.sort || cell.textContent).trim();
+      var m = text.replace(/,/g, "").match(/^[$+]?(-?\d+(?:\.\d+)?)/);
+      return m ? { n: parseFloat(m[1]), s: text } : { n: null, s: text.toLowerCase() };
+    }
+    function compare(a, b) {
+      var ea = a.s === "" || a.s === "–", eb = b.s === "" || b.s === "–";
+      if (ea !== eb) return ea ? 1 : -1;
+      if (a.n !== null && b.n !== null) return a.n - b.n;
+      if ((a.n === null) !== (b.n === null)) return a.n === null ? 1 : -1;
+      return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
+    }
+    // The ablation tables are sortable too (selected by their section, so their markup, which
+    // other tests pin, stays as it is).
+    Array.prototype.forEach.call(document.querySelectorAll("table.sortable, #ablation table.data"), function (table) {
+      var head = table.tHead && table.tHead.rows[0];
+      if (!head || !table.tBodies[0]) return;
+      Array.prototype.forEach.call(head.cells, function (th, index) {
+        var button = document.createElement("button");
+        button.type = "button";
+        button.className = "sort";
+        while (th.firstChild) button.appendChild(th.firstChild);
+        th.appendChild(button);
+        button.addEventListener("click", function () {
+          var ascending = th.getAttribute("aria-sort") !== "ascending";
+          Array.prototype.forEach.call(head.cells, function (h) { h.removeAttribute("aria-sort"); });
+          th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+          var body = table.tBodies[0];
+          var keyed = Array.prototype.map.call(body.rows, function (tr, i) {
+            return { tr: tr, key: sortKey(tr.cells[index] || tr), i: i };
+          });
+          keyed.sort(function (a, b) {
+            var c = compare(a.key, b.key);
+            if (c !== 0) return ascending ? c : -c;
+            return a.i - b.i;
+          });
+          var fragment = document.createDocumentFragment();
+          keyed.forEach(function (k) { fragment.appendChild(k.tr); });
+          body.appendChild(fragment);
         });
-        keyed.sort(function (a, b) {
-          var c = compare(a.key, b.key);
-          if (c !== 0) return ascending ? c : -c;
-          return a.i - b.i;
-        });
-        var fragment = document.createDocumentFragment();
-        keyed.forEach(function (k) { fragment.appendChild(k.tr); });
-        body.appendChild(fragment);
       });
     });
-  });
+  }
+  sortableTables();
 
   window.addEventListener("hashchange", function () {
     if (written !== null && (location.hash === written || (written === "" && location.hash === "#"))) return;
