@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::trace::event::{Batch, EventBody, EventKind, ModelInfo, Outcome, Usage};
 use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
 
+mod scan;
+
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
 
@@ -767,9 +769,21 @@ impl Lean {
     /// One pass: the envelope is visited key by key, and since writers put `kind` before
     /// `data`, the payload is parsed straight into its lean shape, skipping large fields. A
     /// line with `data` first (another writer) falls back to capturing the payload raw.
-    pub fn parse(line: &[u8]) -> Result<(Header, Parsed<Lean>), serde_json::Error> {
+    ///
+    /// Lines as hcbench writes them go through the faster deserializer of [`scan`]; a line it
+    /// refuses (anything unusual, or not JSON) is parsed by serde_json with the same visitor,
+    /// which then decides, so both give one result and serde_json names every error.
+    pub fn parse(line: &str) -> Result<(Header<'_>, Parsed<Lean>), serde_json::Error> {
+        if let Ok(parsed) = scan::parse(line, EnvelopeVisitor) {
+            return Ok(parsed);
+        }
+        Self::parse_with_serde_json(line)
+    }
+
+    /// [`Lean::parse`] by serde_json alone.
+    pub fn parse_with_serde_json(line: &str) -> Result<(Header<'_>, Parsed<Lean>), serde_json::Error> {
         use serde::de::Deserializer as _;
-        let mut de = serde_json::Deserializer::from_slice(line);
+        let mut de = serde_json::Deserializer::from_str(line);
         let out = (&mut de).deserialize_map(EnvelopeVisitor)?;
         de.end()?;
         Ok(out)
@@ -962,6 +976,52 @@ fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<
 
 struct EnvelopeVisitor;
 
+/// A key of the envelope, matched without allocating.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum EnvelopeKey {
+    SchemaVersion,
+    Seq,
+    RunId,
+    CellId,
+    Kind,
+    Data,
+    #[serde(other)]
+    Other,
+}
+
+/// A string borrowed from the line unless escapes had to be undone (serde's own `Cow` always
+/// allocates).
+struct LineText<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for LineText<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(LineTextVisitor)
+    }
+}
+
+struct LineTextVisitor;
+
+impl<'de> serde::de::Visitor<'de> for LineTextVisitor {
+    type Value = LineText<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(LineText(std::borrow::Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(LineText(std::borrow::Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(LineText(std::borrow::Cow::Owned(v)))
+    }
+}
+
 /// Parses `data` once the kind is known.
 struct DataSeed(EventKind);
 
@@ -974,7 +1034,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for DataSeed {
 }
 
 impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
-    type Value = (Header, Parsed<Lean>);
+    type Value = (Header<'de>, Parsed<Lean>);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a trace event object")
@@ -989,21 +1049,21 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
         let mut kind: Option<Parsed<EventKind>> = None;
         let mut body = None;
         let mut raw: Option<Box<serde_json::value::RawValue>> = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
-                "schema_version" => schema_version = Some(map.next_value::<u32>()?),
-                "seq" => seq = Some(map.next_value::<u64>()?),
-                "run_id" => run_id = Some(map.next_value::<String>()?),
-                "cell_id" => cell_id = Some(map.next_value::<String>()?),
-                "kind" => {
+        while let Some(key) = map.next_key::<EnvelopeKey>()? {
+            match key {
+                EnvelopeKey::SchemaVersion => schema_version = Some(map.next_value::<u32>()?),
+                EnvelopeKey::Seq => seq = Some(map.next_value::<u64>()?),
+                EnvelopeKey::RunId => run_id = Some(map.next_value::<LineText>()?.0),
+                EnvelopeKey::CellId => cell_id = Some(map.next_value::<LineText>()?.0),
+                EnvelopeKey::Kind => {
                     // Borrowed from the line unless escaped: no allocation for known kinds.
-                    let tag = map.next_value::<std::borrow::Cow<'de, str>>()?;
+                    let tag = map.next_value::<LineText>()?.0;
                     kind = Some(match EventKind::from_tag(&tag) {
                         Some(k) => Parsed::Known(k),
                         None => Parsed::UnknownKind(tag.into_owned()),
                     });
                 }
-                "data" => match &kind {
+                EnvelopeKey::Data => match &kind {
                     Some(Parsed::Known(k)) => body = Some(map.next_value_seed(DataSeed(*k))?),
                     // The payload of an unknown kind is not looked at.
                     Some(Parsed::UnknownKind(_)) => {
@@ -1011,7 +1071,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
                     }
                     None => raw = Some(map.next_value()?),
                 },
-                _ => {
+                EnvelopeKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -1899,11 +1959,197 @@ mod tests {
 
     #[test]
     fn lean_parse_accepts_data_before_kind_and_reports_unknown_kinds() {
-        let line = br#"{"data":{"passed":true,"exit_code":0,"timed_out":false,"duration_ms":1,"output":""},"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"test_result"}"#;
+        let line = r#"{"data":{"passed":true,"exit_code":0,"timed_out":false,"duration_ms":1,"output":""},"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"test_result"}"#;
         let (_, e) = Lean::parse(line).unwrap();
         let Parsed::Known(e) = e else { panic!("test_result is a known kind") };
         assert!(matches!(e.body, LeanBody::TestResult { passed: true }));
-        let new = br#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"teleported","data":{}}"#;
+        let new = r#"{"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"teleported","data":{}}"#;
         assert!(matches!(Lean::parse(new).unwrap().1, Parsed::UnknownKind(k) if k == "teleported"));
+    }
+
+    /// Every kind's examples as the writer writes them, one line each.
+    fn example_lines() -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut w = TraceWriter::create(&path, "r", "c").unwrap();
+        for kind in EventKind::ALL {
+            for body in examples(*kind) {
+                w.append(body).unwrap();
+            }
+        }
+        std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect()
+    }
+
+    /// The fast parser's reading of `line` (None when it refused it), and serde_json's.
+    fn both_parsers(line: &str) -> (Option<String>, Result<String, String>) {
+        let fast = scan::parse(line, EnvelopeVisitor).ok().map(|p| format!("{p:?}"));
+        let slow = Lean::parse_with_serde_json(line).map(|p| format!("{p:?}")).map_err(|e| e.to_string());
+        (fast, slow)
+    }
+
+    #[test]
+    fn the_fast_parser_reads_every_kind_as_serde_json_does() {
+        let mut refused = BTreeSet::new();
+        for line in example_lines() {
+            let (fast, slow) = both_parsers(&line);
+            let slow = slow.unwrap();
+            match fast {
+                Some(fast) => assert_eq!(fast, slow, "{line}"),
+                None => {
+                    let kind: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    refused.insert(kind["kind"].as_str().unwrap().to_string());
+                }
+            }
+        }
+        // Only kinds that hand a fraction to the fold go to serde_json (prices, reward, float
+        // metrics): once or twice per trace. The kinds that make up a trace's bulk do not.
+        let allowed: BTreeSet<String> =
+            ["run_started", "run_finished", "verifier_result"].iter().map(|s| s.to_string()).collect();
+        assert!(refused.is_subset(&allowed), "refused: {refused:?}");
+    }
+
+    #[test]
+    fn the_fast_parser_refuses_what_serde_json_refuses() {
+        let line = |data: &str| {
+            format!(
+                r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"tool_result","data":{data}}}"#
+            )
+        };
+        let bad = [
+            r#"{"step":1,"tool":"t","ok":true,"output":"a\qb"}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"a\u12G4"}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"a\u12"}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"abc}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"abc\"}"#,
+            "{\"step\":1,\"tool\":\"t\",\"ok\":true,\"output\":\"raw\ttab\"}",
+            "{\"step\":1,\"tool\":\"t\",\"ok\":true,\"output\":\"raw\u{1}byte\"}",
+            r#"{"step":1,"tool":"t","ok":true,"output":tru}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":nul}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":01}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":1.}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":.5}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":-}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":1e}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":1e+}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":+1}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":[1,]}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":[1 2]}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":{"a":1,}}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":{"a" 1}}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":{1:1}}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"x",}"#,
+            r#"{"step":1,"tool":"t","ok":true,"output":"x""#,
+            r#"{"step":"1","tool":"t","ok":true}"#,
+            r#"{"step":1,"tool":"t","ok":true,"step":2}"#,
+            r#"{"step":1,"tool":"t","ok":1}"#,
+        ];
+        for data in bad {
+            let line = line(data);
+            let (fast, slow) = both_parsers(&line);
+            assert!(fast.is_none(), "the fast parser took {line}");
+            assert!(slow.is_err(), "serde_json took {line}");
+        }
+        // The same for an event of an unknown kind, whose payload is skipped, and for what
+        // follows the object.
+        let unknown =
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"teleported","data":{"a":[1,]}}"#;
+        let known = line(r#"{"step":1,"tool":"t","ok":true}"#);
+        for line in [unknown.to_string(), format!("{known}x"), format!("{known}}}"), format!("{known},")] {
+            let (fast, slow) = both_parsers(&line);
+            assert!(fast.is_none() && slow.is_err(), "{line}: {fast:?} {slow:?}");
+        }
+    }
+
+    #[test]
+    fn the_fast_parser_reads_escapes_unknown_kinds_and_odd_values_as_serde_json_does() {
+        let line = |data: &str| {
+            format!(
+                r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"tool_result","data":{data}}}"#
+            )
+        };
+        let taken = [
+            // Escaped quotes and backslashes in skipped strings, and in strings the fold reads.
+            line(
+                r#"{"step":1,"tool":"a \"quoted\" \\ tool\/\n","ok":true,"output":"say \"hi\" \\\" \\\\","modified":["dir\\file.py","x\"y"],"read":"a\tb\\"}"#,
+            ),
+            line(r#"{"step":1,"tool":"t","ok":true,"output":"\"","read":"\\"}"#),
+            // Skipped values of every JSON type, \u escapes and fractions among them.
+            line(
+                r#"{"step":1,"tool":"t","ok":true,"output":"\u00e9\u20AC\ud83d\ude00","x":{"a":[1,2,{"b":null}],"c":-1.5e-3,"d":0,"e":1E+2,"f":true,"g":false,"h":[],"i":{}}}"#,
+            ),
+            // A struct written as an array, as serde_json reads it.
+            line(r#"[1,"t",true]"#),
+            // Unknown kinds, with a valid payload and with a payload before the kind.
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"teleported","data":{"a":[1,"\""]}}"#
+                .to_string(),
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"te\nleported","data":{}}"#
+                .to_string(),
+            // Ids with escapes.
+            r#"{"schema_version":2,"run_id":"r\"1","cell_id":"c\\d","seq":1,"kind":"state_updated","data":{"step":1,"steps_used":1,"files_modified":[],"finished":false}}"#
+                .to_string(),
+        ];
+        for line in &taken {
+            let (fast, slow) = both_parsers(line);
+            let slow = slow.unwrap();
+            assert_eq!(fast.as_ref(), Some(&slow), "{line}");
+        }
+        // Left to serde_json, which reads them: a \u escape in a string the fold reads,
+        // whitespace, a negative number or a fraction the fold reads, the payload before the
+        // kind, nesting deeper than the fast parser goes (serde_json skips any depth).
+        let left = [
+            line(&format!(r#"{{"step":1,"tool":"t","ok":true,"output":{}{}}}"#, "[".repeat(200), "]".repeat(200))),
+            line(r#"{"step":1,"tool":"\u00e9","ok":true}"#),
+            line(r#"{ "step":1,"tool":"t","ok":true}"#),
+            line(r#"{"step":1,"tool":"t","ok":true} "#),
+            r#"{"data":{"passed":true},"schema_version":1,"run_id":"r","cell_id":"c","seq":0,"ts":"t","kind":"test_result"}"#
+                .to_string(),
+            r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"kind":"verifier_result","data":{"passed":true,"metrics":{"m":-1}}}"#
+                .to_string(),
+        ];
+        for line in &left {
+            let (fast, slow) = both_parsers(line);
+            assert!(fast.is_none(), "{line}");
+            assert!(slow.is_ok(), "{line}: {slow:?}");
+            assert_eq!(format!("{:?}", Lean::parse(line).unwrap()), slow.unwrap(), "the fallback reads {line}");
+        }
+    }
+
+    /// Random edits of real lines: whenever the fast parser takes a line, serde_json takes it
+    /// too and reads the same (the fuzz target `trace` checks the same end to end).
+    #[test]
+    fn the_fast_parser_never_takes_an_edited_line_serde_json_refuses() {
+        let lines = example_lines();
+        let pieces = ["\"", "\\", ",", "}", "{", "]", "[", ":", "0", "-", ".", "e", "u", " ", "1", "n", "\\u", "\\\""];
+        let mut rng = fastrand::Rng::with_seed(19);
+        let (mut taken, mut refused) = (0, 0);
+        for _ in 0..40_000 {
+            let mut line = lines[rng.usize(..lines.len())].clone();
+            for _ in 0..rng.usize(1..=3) {
+                let at = rng.usize(..=line.len());
+                if !line.is_char_boundary(at) {
+                    continue;
+                }
+                match rng.u8(..3) {
+                    0 => line.insert_str(at, pieces[rng.usize(..pieces.len())]),
+                    1 if at < line.len() && line.is_char_boundary(at + 1) => {
+                        line.remove(at);
+                    }
+                    _ if at < line.len() && line.is_char_boundary(at + 1) => {
+                        line.replace_range(at..at + 1, pieces[rng.usize(..pieces.len())])
+                    }
+                    _ => {}
+                }
+            }
+            let (fast, slow) = both_parsers(&line);
+            match fast {
+                Some(fast) => {
+                    taken += 1;
+                    assert_eq!(Ok(fast), slow, "{line}");
+                }
+                None => refused += 1,
+            }
+        }
+        assert!(taken > 1000 && refused > 1000, "taken {taken}, refused {refused}");
     }
 }

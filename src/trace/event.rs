@@ -189,12 +189,12 @@ pub(super) struct WireIn {
 
 impl WireIn {
     /// The envelope the reader's sequence rule checks.
-    pub(super) fn header(&self) -> super::reader::Header {
+    pub(super) fn header(&self) -> super::reader::Header<'static> {
         super::reader::Header {
             schema_version: self.schema_version,
             seq: self.seq,
-            run_id: self.run_id.clone(),
-            cell_id: self.cell_id.clone(),
+            run_id: self.run_id.clone().into(),
+            cell_id: self.cell_id.clone().into(),
         }
     }
 
