@@ -21,8 +21,7 @@
 //!   silently.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use super::event::{Event, EventKind, SCHEMA_VERSION, WireIn};
@@ -150,8 +149,7 @@ pub fn for_each_line<T>(
     mut sink: impl FnMut(&Header, T),
 ) -> Result<ReadStats, TraceError> {
     let io_err = |source| TraceError::Io { path: path.to_path_buf(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut reader = super::stored::open(path).map_err(io_err)?;
     let mut buf = Vec::with_capacity(4096);
     let mut line_no = 0;
     let mut stats = ReadStats::default();
