@@ -15,7 +15,9 @@
 //!
 //! Run: `cargo bench --bench scale` (env HCBENCH_SCALE_SIZES, default `164,1640`; add 4920 when
 //! there is time: about 0.1 s of test commands per cell at `--jobs 2`; HCBENCH_SCALE_JOBS,
-//! default 2). Results are written to docs/performance.md by hand.
+//! default 2; HCBENCH_SCALE_BIN, another hcbench binary to measure, e.g. an earlier commit's;
+//! HCBENCH_SCALE_NO_REPLAY skips the replay arms). Results are written to docs/performance.md by
+//! hand.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -42,7 +44,9 @@ fn main() {
     generate_humaneval(&root);
     let workspaces = scratch.path().join("workspaces");
     std::fs::create_dir_all(&workspaces).unwrap();
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_hcbench"));
+    // HCBENCH_SCALE_BIN: another hcbench binary to measure (e.g. a build of an earlier commit).
+    let exe = std::env::var_os("HCBENCH_SCALE_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hcbench")), PathBuf::from);
 
     println!("HumanEval-shaped oracle matrix, --sandbox none, --jobs {jobs}");
     println!(
@@ -94,6 +98,7 @@ fn main() {
             .unwrap()
             .to_string();
         let dir = usage(&out);
+        let (cells_dir, reports) = (usage(&out.join("cells")), usage(&out.join("reports")));
         let ws = usage(&workspaces.join(&run_id));
         println!(
             "{:>6} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7} {:>7} {:>6} {:>9.1} {:>8}",
@@ -108,6 +113,11 @@ fn main() {
             dir.empty_dirs,
             ws.blocks_bytes as f64 / 1024.0 / cells as f64,
             ws.files,
+        );
+        println!(
+            "       of which cells/ {:.1} KB/cell, reports/ {:.1} MB",
+            cells_dir.blocks_bytes as f64 / 1024.0 / cells as f64,
+            reports.blocks_bytes as f64 / 1e6
         );
         println!(
             "       apparent bytes: run dir {:.1} KB/cell ({} symlinks); traces: {}",
@@ -125,15 +135,17 @@ fn main() {
             hcbench::trace::stored::restore_plain(&cell.path().join("trace.jsonl")).unwrap();
         }
         let old = usage(&out);
+        let old_cells = usage(&out.join("cells"));
         println!(
-            "       same run, plain traces (the old layout): {:.1} MB, {:.1} KB/cell allocated, {:.1} KB/cell apparent",
+            "       same run, plain traces (the old layout): {:.1} MB, {:.1} KB/cell allocated (cells/ {:.1}), {:.1} KB/cell apparent",
             old.blocks_bytes as f64 / 1e6,
             old.blocks_bytes as f64 / 1024.0 / cells as f64,
-            old.apparent as f64 / 1024.0 / cells as f64
+            old_cells.blocks_bytes as f64 / 1024.0 / cells as f64,
+            old.apparent as f64 / 1024.0 / cells as f64,
         );
         last_run = Some(out);
     }
-    if let Some(run) = last_run {
+    if let Some(run) = last_run.filter(|_| std::env::var_os("HCBENCH_SCALE_NO_REPLAY").is_none()) {
         replay_arms(&run, scratch.path());
     }
 }

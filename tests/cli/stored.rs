@@ -107,6 +107,11 @@ fn shards_in_the_old_layout_and_the_new_merge_and_resume() {
         outcomes,
         [("good__oracle", "passed"), ("good__nop", "failed"), ("other__oracle", "passed"), ("other__nop", "failed")]
     );
+    // Each cell's workspace is reachable from the merged run as from its shard.
+    for cell in ["good__oracle", "other__nop"] {
+        let ws = merged.join("cells").join(cell).join("workspace");
+        assert!(ws.join("calc.py").is_file(), "{}", ws.display());
+    }
     for shard in [&a1, &a2] {
         assert_eq!(replay(shard).as_array().unwrap().len(), 2, "each layout replays");
     }
