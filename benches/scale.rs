@@ -69,7 +69,7 @@ fn main() {
         let epochs = cells / CASES;
         let out = scratch.path().join(format!("run-{cells}"));
         let t0 = Instant::now();
-        let matrix_kib = peak_kib(
+        let (matrix_kib, run_phase_kib) = peak_kib(
             &exe,
             &[
                 "matrix",
@@ -89,9 +89,10 @@ fn main() {
                 out.to_str().unwrap(),
             ],
             &workspaces,
+            cells,
         );
         let wall = t0.elapsed().as_secs_f64();
-        let report_kib = peak_kib(&exe, &["report", out.to_str().unwrap()], &workspaces);
+        let (report_kib, _) = peak_kib(&exe, &["report", out.to_str().unwrap()], &workspaces, cells);
         let run_id = serde_json::from_slice::<serde_json::Value>(&std::fs::read(out.join("manifest.json")).unwrap())
             .unwrap()["run_id"]
             .as_str()
@@ -113,6 +114,10 @@ fn main() {
             dir.empty_dirs,
             ws.blocks_bytes as f64 / 1024.0 / cells as f64,
             ws.files,
+        );
+        println!(
+            "       matrix's run phase (until every cell has its result): {:.1} MiB",
+            run_phase_kib as f64 / 1024.0
         );
         println!(
             "       of which cells/ {:.1} KB/cell, reports/ {:.1} MB",
@@ -207,19 +212,21 @@ fn generate_humaneval(root: &Path) {
 /// Runs hcbench with `args` under a wrapper (this bench re-executed) and returns the peak
 /// resident set, in KiB, of the processes the wrapper waited for: hcbench, and through it the
 /// test commands (each far smaller than hcbench).
-fn peak_kib(exe: &Path, args: &[&str], workspaces: &Path) -> u64 {
+/// Also the run phase's peak (see [`wrap`]), 0 for a command without `--out`.
+fn peak_kib(exe: &Path, args: &[&str], workspaces: &Path, cells: usize) -> (u64, u64) {
     let me = std::env::current_exe().unwrap();
     let out = Command::new(me)
         .env("HCBENCH_SCALE_WRAP", exe)
         .env("HCBENCH_WORKSPACES", workspaces)
         .env("TMPDIR", workspaces)
+        .env("HCBENCH_SCALE_CELLS", cells.to_string())
         .args(args)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let kib = text.lines().last().and_then(|l| l.strip_prefix("maxrss_kib ")).and_then(|v| v.trim().parse().ok());
-    match kib {
-        Some(k) if out.status.success() => k,
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<u64>().ok());
+    match (field("maxrss_kib "), field("run_phase_kib ")) {
+        (Some(k), Some(r)) if out.status.success() => (k, r),
         _ => panic!("hcbench {args:?} failed: {}\n{}", text, String::from_utf8_lossy(&out.stderr)),
     }
 }
@@ -227,11 +234,44 @@ fn peak_kib(exe: &Path, args: &[&str], workspaces: &Path) -> u64 {
 fn wrap() {
     let exe = std::env::var_os("HCBENCH_SCALE_WRAP").unwrap();
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let out = Command::new(exe).env_remove("HCBENCH_SCALE_WRAP").args(&args).output().unwrap();
-    if !out.status.success() {
-        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let results = args.iter().position(|a| a == "--out").map(|i| PathBuf::from(&args[i + 1]).join("results.jsonl"));
+    let cells: Option<usize> = std::env::var("HCBENCH_SCALE_CELLS").ok().and_then(|v| v.parse().ok());
+    let mut child = Command::new(exe)
+        .env_remove("HCBENCH_SCALE_WRAP")
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let drain = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    // The run phase's peak: the largest resident set sampled (every 50 ms) until every cell
+    // has its line in results.jsonl, before the end-of-run report is built.
+    let mut run_phase_kib = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let running = match (&results, cells) {
+            (Some(r), Some(n)) => std::fs::read(r).map_or(0, |b| b.iter().filter(|c| **c == b'\n').count()) < n,
+            _ => false,
+        };
+        if running {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+            let rss = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok());
+            run_phase_kib = run_phase_kib.max(rss.unwrap_or(0));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stderr = drain.join().unwrap();
+    if !status.success() {
+        eprintln!("{stderr}");
         std::process::exit(1);
     }
+    println!("run_phase_kib {run_phase_kib}");
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
     // Linux gives ru_maxrss in KiB.
     println!("maxrss_kib {}", usage.max_rss());
