@@ -222,6 +222,7 @@ where
                 }
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
+            store_finished(&cell, &summary);
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             // Said as soon as it is known, also when no cell of the profile is left to start.
             announce_first_failure(&cell, &announced, sink.as_ref());
@@ -276,6 +277,22 @@ fn panic_text(e: tokio::task::JoinError) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Stores a cell's trace compressed once the cell has its verdict (src/trace/stored.rs says why
+/// only then). A cancelled cell is left plain: `--resume` continues or replaces it. A trace
+/// that cannot be compressed stays plain, which every reader reads as well: a warning, not a
+/// failed cell.
+fn store_finished(cell: &CellPlan, summary: &CellSummary) {
+    if summary.outcome.is_none_or(|o| o == Outcome::Cancelled) {
+        return;
+    }
+    let trace = cell.cell_dir.join("trace.jsonl");
+    if trace.exists()
+        && let Err(e) = crate::trace::stored::compress(&trace)
+    {
+        tracing::warn!(cell = %cell.cell_id, "cannot compress the finished trace {}: {e}; it stays plain", trace.display());
+    }
 }
 
 /// A cell the harness ended (a panic): recorded in its trace so replay agrees with the run.
@@ -371,7 +388,10 @@ mod tests {
         assert!(summaries[0].reason.contains("index out of bounds in a tool"), "{}", summaries[0].reason);
         assert_eq!(summaries[1].outcome, Some(Outcome::Passed), "the other cell is untouched");
         // The verdict is appended to the trace too, so `report` agrees with the live run.
-        let trace = std::fs::read_to_string(dir.path().join("cells").join(&doomed).join("trace.jsonl")).unwrap();
+        let mut trace = String::new();
+        let path = dir.path().join("cells").join(&doomed).join("trace.jsonl");
+        std::io::Read::read_to_string(&mut crate::trace::stored::open(&path).unwrap(), &mut trace).unwrap();
+        assert!(!path.exists(), "a finished cell's trace is stored compressed");
         let last: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
         assert_eq!(last["kind"], "run_finished", "{trace}");
         assert_eq!(last["data"]["outcome"], "harness_error", "{trace}");

@@ -244,7 +244,7 @@ fn merged_manifest(runs: &[ShardRun], by_index: &BTreeMap<u32, &ShardRun>) -> Ma
 }
 
 /// Recreates the tree `from` at `to`: directories made, files hard-linked (copied across file
-/// systems), symlinks (the cell's `workspace` link) recreated as they are.
+/// systems), symlinks (the cell's `workspace` link) recreated leading where they led.
 fn link_tree(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -252,7 +252,15 @@ fn link_tree(from: &Path, to: &Path) -> io::Result<()> {
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type()?;
         if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+            // A relative link (a cell's `workspace`, through its shard's `workspaces` link:
+            // src/workspace.rs) would lead nowhere from the merged run: it gets the place it
+            // leads to from the shard.
+            let mut target = std::fs::read_link(&src)?;
+            if target.is_relative() {
+                let joined = from.join(&target);
+                target = joined.canonicalize().unwrap_or(joined);
+            }
+            std::os::unix::fs::symlink(target, &dst)?;
         } else if kind.is_dir() {
             link_tree(&src, &dst)?;
         } else if std::fs::hard_link(&src, &dst).is_err() {

@@ -528,7 +528,7 @@ pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
         }
     })?;
     let mut traces: Vec<PathBuf> =
-        rd.filter_map(|e| e.ok()).map(|e| e.path().join("trace.jsonl")).filter(|p| p.is_file()).collect();
+        rd.filter_map(|e| e.ok()).filter_map(|e| crate::trace::stored::in_cell(&e.path())).collect();
     traces.sort_by(|a, b| crate::util::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     Ok(traces)
 }

@@ -3,7 +3,8 @@
 //! Fixtures in the repository are never written to: every cell works in its own copy, made in
 //! a folder outside the project ([`crate::sandbox::Isolation`]), so that nothing a cell runs
 //! (git above all, which looks for a repository in every parent folder) can find the project,
-//! its benchmark or its history. The cell directory links to it (`cells/<id>/workspace`). Files are reflinked where the filesystem supports it (copy-on-write, so a
+//! its benchmark or its history. The cell directory links to it (`cells/<id>/workspace`, through
+//! the run directory's one link to the run's workspaces: see [`link_target`]). Files are reflinked where the filesystem supports it (copy-on-write, so a
 //! later write never reaches the fixture) and copied otherwise; hard links are never used
 //! because they would share mutable bytes. Symlinks are recreated as symlinks, not followed, so
 //! the policy sees the same tree the fixture has.
@@ -37,9 +38,39 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
     copy_tree(fixture, dest).map_err(wrap)?;
     let dest = dest.canonicalize().map_err(wrap)?;
     if link != dest {
-        std::os::unix::fs::symlink(&dest, link).map_err(wrap)?;
+        std::os::unix::fs::symlink(link_target(&dest, link).map_err(wrap)?, link).map_err(wrap)?;
     }
     Ok(dest)
+}
+
+/// The name of the run directory's one link to the folder its workspaces are in.
+pub const RUN_WORKSPACES: &str = "workspaces";
+
+/// What a cell's `workspace` link points to. A cell of a run directory (`link` is
+/// `<run_dir>/cells/<cell>/workspace`) links through the run's one link to its workspaces'
+/// folder, `<run_dir>/workspaces -> <workspaces>/<run_id>`, made by its first cell: the cell's
+/// link is then `../../workspaces/<cell>`, short enough for the file system to keep in the link's
+/// inode, where an absolute path of 60 bytes or more takes a 4 KiB block of its own on ext4 (one
+/// per cell: half of a finished cell's disk). Any other link is the absolute path.
+fn link_target(dest: &Path, link: &Path) -> io::Result<PathBuf> {
+    let (Some(name), Some(folder)) = (dest.file_name(), dest.parent()) else { return Ok(dest.to_path_buf()) };
+    let Some(cells) = link.parent().and_then(Path::parent) else { return Ok(dest.to_path_buf()) };
+    let Some(run_dir) = cells.parent().filter(|_| cells.file_name().is_some_and(|n| n == "cells")) else {
+        return Ok(dest.to_path_buf());
+    };
+    let shared = run_dir.join(RUN_WORKSPACES);
+    match std::os::unix::fs::symlink(folder, &shared) {
+        Ok(()) => {}
+        // Made by another cell (cells start in parallel), or by this run before a --resume.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    // Only when it leads where this cell's workspace is: a stray folder of that name, or a link
+    // to elsewhere, is left alone and the cell links directly.
+    if fs::read_link(&shared).is_ok_and(|t| t == folder) {
+        return Ok(Path::new("../..").join(RUN_WORKSPACES).join(name));
+    }
+    Ok(dest.to_path_buf())
 }
 
 /// The work tree of the git repository `path` would belong to, if any: the folder itself or
@@ -86,6 +117,15 @@ mod tests {
         assert_eq!(fs::read_to_string(fixture.join("pkg/a.py")).unwrap(), "x = 1\n");
         assert!(fs::symlink_metadata(ws.join("link.py")).unwrap().file_type().is_symlink());
         fs::write(ws.join("left-over.py"), "").unwrap();
+        // A cell of a run directory links through the run's one link to its workspaces.
+        let run = root.path().join("run");
+        fs::create_dir_all(run.join("cells/c1")).unwrap();
+        let cell_link = run.join("cells/c1/workspace");
+        let in_run = fresh(&fixture, &root.path().join("all/run/c1"), &cell_link).unwrap();
+        assert_eq!(fs::read_link(&cell_link).unwrap(), Path::new("../../workspaces/c1"));
+        assert_eq!(fs::read_link(run.join(RUN_WORKSPACES)).unwrap(), in_run.parent().unwrap());
+        assert_eq!(cell_link.canonicalize().unwrap(), in_run);
+        assert_eq!(fs::read_to_string(cell_link.join("pkg/a.py")).unwrap(), "x = 1\n");
         let again = fresh(&fixture, &ws, &ws).unwrap();
         assert!(!again.join("left-over.py").exists(), "an existing workspace is never reused");
     }

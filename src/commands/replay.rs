@@ -12,7 +12,8 @@ pub fn replay(args: ReplayArgs, width: terminal::Width) -> Result<i32, CommandEr
     let path = &args.path;
     let mut summaries: Vec<CellSummary> = Vec::new();
     let mut problems: Vec<String> = Vec::new();
-    if path.is_file() {
+    // A trace file, or the plain name of a finished cell's compressed trace (src/trace/stored.rs).
+    if crate::trace::stored::locate(path).is_some() {
         summaries.push(replay_trace(path)?);
     } else if path.is_dir() {
         // Traces of a run directory must belong to its run, when its manifest says which.

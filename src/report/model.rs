@@ -369,7 +369,7 @@ fn load_cell(path: &Path, planned: &PlannedCell, run_id: &str, manifest: &Manife
         epoch: 1,
         ..Default::default()
     };
-    if !path.exists() {
+    if crate::trace::stored::locate(path).is_none() {
         return (placeholder(None, "the cell never ran (interrupted run?)".into()), None);
     }
     match crate::replay::replay_trace_of(path, Some(run_id)) {

@@ -5,10 +5,12 @@
 //! one event per line, sequence numbers start at 0 and increase by one, each line is written
 //! with a single `write` and flushed before the next step, so a crash leaves a valid prefix
 //! (at worst a cut last line, which [`reader`] tolerates). The kinds of event are listed once,
-//! in [`event::EventKind`]; the writer and every reader name kinds only through it.
+//! in [`event::EventKind`]; the writer and every reader name kinds only through it. A finished
+//! cell's trace is stored zstd-compressed; every reader opens traces through [`stored::open`].
 
 pub mod event;
 pub mod reader;
+pub mod stored;
 pub mod writer;
 
 pub use event::{Event, EventBody, EventKind, SCHEMA_VERSION};

@@ -22,8 +22,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use super::event::{Event, EventKind, SCHEMA_VERSION, WireIn};
@@ -153,8 +152,8 @@ pub fn for_each_line<T>(
     parse: impl for<'l> FnMut(&'l str) -> Result<(Header<'l>, Parsed<T>), serde_json::Error>,
     sink: impl FnMut(&Header, T),
 ) -> Result<ReadStats, TraceError> {
-    let file = File::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
-    read_lines(BufReader::with_capacity(256 * 1024, file), path, run_id, parse, sink)
+    let reader = super::stored::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    read_lines(reader, path, run_id, parse, sink)
 }
 
 /// [`for_each_line`] over any byte source; `path` names it in errors.

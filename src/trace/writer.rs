@@ -2,7 +2,8 @@
 //!
 //! Invariant: this is the only code that writes a trace, and it writes each event as one
 //! complete line with a single `write_all`, then flushes, before the engine moves on. A crash
-//! therefore leaves a valid prefix.
+//! therefore leaves a valid prefix. Once the cell has its verdict the engine stores the trace
+//! compressed ([`super::stored`]); appending to it again first makes it plain.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -43,6 +44,8 @@ impl TraceWriter {
     /// by a newer hcbench: appending to it is refused, because the skipped events' sequence
     /// numbers are unknown here and one trace must come from one format.
     pub fn append_to(path: &Path, run_id: &str, cell_id: &str) -> io::Result<Self> {
+        // A trace stored compressed (its cell had ended) is made plain again to take more lines.
+        super::stored::restore_plain(path)?;
         let read = super::reader::read_trace(path).map_err(io::Error::other)?;
         if !read.stats.skipped.is_empty() {
             let kinds: Vec<&str> = read.stats.skipped.keys().map(String::as_str).collect();

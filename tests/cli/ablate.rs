@@ -43,7 +43,7 @@ fn ablate_tags_cell_ids_manifest_traces_and_report_rows() {
     }
     let manifest = read_json(&run_dir.join("manifest.json"));
     assert_eq!(manifest["ablations"], serde_json::json!(["full", "no_memory"]));
-    let trace = std::fs::read_to_string(run_dir.join("cells/context-1__oracle__no_memory/trace.jsonl")).unwrap();
+    let trace = crate::read_trace_text(run_dir.join("cells/context-1__oracle__no_memory/trace.jsonl")).unwrap();
     let first: Value = serde_json::from_str(trace.lines().next().unwrap()).unwrap();
     assert_eq!((first["kind"].as_str(), first["data"]["ablation"].as_str()), (Some("run_started"), Some("no_memory")));
 
@@ -419,10 +419,10 @@ fn an_interrupted_ablate_run_resumes_with_its_ablations() {
         .run()
         .code(0);
     let cut = run_dir.join("cells/good__oracle__no_memory/trace.jsonl");
-    let text = std::fs::read_to_string(&cut).unwrap();
+    let text = crate::read_trace_text(&cut).unwrap();
     std::fs::write(&cut, text.lines().take(3).collect::<Vec<_>>().join("\n") + "\n").unwrap();
     std::fs::remove_dir_all(run_dir.join("cells/other__oracle__full")).unwrap();
-    let kept_trace = std::fs::read(run_dir.join("cells/good__oracle__full/trace.jsonl")).unwrap();
+    let kept_trace = crate::read_trace_bytes(run_dir.join("cells/good__oracle__full/trace.jsonl")).unwrap();
 
     let r = Test::new()
         .root(s.path())
@@ -438,8 +438,8 @@ fn an_interrupted_ablate_run_resumes_with_its_ablations() {
         ["good__oracle__full", "good__oracle__no_memory", "other__oracle__full", "other__oracle__no_memory"]
     );
     assert!(r["cells"].as_array().unwrap().iter().all(|c| c["outcome"] == "passed"));
-    assert_eq!(std::fs::read(run_dir.join("cells/good__oracle__full/trace.jsonl")).unwrap(), kept_trace);
-    let rerun = std::fs::read_to_string(&cut).unwrap();
+    assert_eq!(crate::read_trace_bytes(run_dir.join("cells/good__oracle__full/trace.jsonl")).unwrap(), kept_trace);
+    let rerun = crate::read_trace_text(&cut).unwrap();
     assert!(rerun.lines().any(|l| l.contains("\"ablation\":\"no_memory\"")), "the re-run cell keeps its ablation");
 
     // A matrix run is not finished by `ablate`.

@@ -79,7 +79,7 @@ fn spawn(s: &Scratch, args: &[&str], run_dir: &Path) -> Child {
 fn kill_after_checkpoint(child: &mut Child, trace: &Path, step: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let seen = std::fs::read_to_string(trace).is_ok_and(|t| {
+        let seen = crate::read_trace_text(trace).is_ok_and(|t| {
             t.lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
                 .any(|e| e["kind"] == "checkpoint" && e["data"]["step"] == step)
@@ -254,7 +254,7 @@ fn a_corrupt_checkpoint_is_refused_and_the_cell_starts_over_correctly() {
         use sha2::{Digest, Sha256};
         format!("{:x}", Sha256::digest(&text))
     };
-    let t = std::fs::read_to_string(&trace).unwrap().replace(&sha, &new_sha);
+    let t = crate::read_trace_text(&trace).unwrap().replace(&sha, &new_sha);
     std::fs::write(&trace, t).unwrap();
     let out = resume(&s, &run_dir).code(0);
     assert!(out.stderr.contains("has schema_version 99, this hcbench reads 1"), "{}", out.stderr);

@@ -10,7 +10,7 @@ use crate::Test;
 use crate::run::{GOOD_CASE, Scratch};
 
 fn events(trace: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    crate::read_trace_text(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

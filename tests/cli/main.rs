@@ -31,6 +31,7 @@ mod rundir;
 mod sandbox;
 mod sessions;
 mod shard;
+mod stored;
 mod trend;
 mod trend_html;
 mod verdicts;
@@ -141,7 +142,7 @@ impl Output {
 pub fn interrupt_once_running(child: &std::process::Child, trace: &Path) {
     use std::time::{Duration, Instant};
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(trace).is_ok_and(|t| t.contains("state_updated")) {
+    while !read_trace_text(trace).is_ok_and(|t| t.contains("state_updated")) {
         assert!(Instant::now() < deadline, "the cell never started: {}", trace.display());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -151,8 +152,20 @@ pub fn interrupt_once_running(child: &std::process::Child, trace: &Path) {
 
 /// The events of a trace file, each as one flat object: envelope fields and the payload's
 /// fields side by side (the payload may be nested under `data`).
+/// A trace's text, in whichever form it is stored (a finished cell's is zstd-compressed).
+pub fn read_trace_text(trace: impl AsRef<Path>) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut hcbench::trace::stored::open(trace.as_ref())?, &mut text)?;
+    Ok(text)
+}
+
+/// [`read_trace_text`] as bytes.
+pub fn read_trace_bytes(trace: impl AsRef<Path>) -> std::io::Result<Vec<u8>> {
+    read_trace_text(trace).map(String::into_bytes)
+}
+
 pub fn trace_events(trace: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trace)
+    read_trace_text(trace)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", trace.display()))
         .lines()
         .map(|l| {

@@ -160,11 +160,11 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
         .code(0);
     // Simulate an interruption: one trace cut before run_finished, one cell never started.
     let cut = run_dir.join("cells/good__oracle/trace.jsonl");
-    let text = std::fs::read_to_string(&cut).unwrap();
+    let text = crate::read_trace_text(&cut).unwrap();
     let keep: Vec<&str> = text.lines().take(4).collect();
     std::fs::write(&cut, keep.join("\n") + "\n").unwrap();
     std::fs::remove_dir_all(run_dir.join("cells/other__nop")).unwrap();
-    let kept_trace = std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap();
+    let kept_trace = crate::read_trace_bytes(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap();
 
     // Before the resume, the run is partial: the report says so and how to finish it, and half
     // of each profile's cells without a verdict is exit 4 (coverage), not a result.
@@ -197,7 +197,7 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
         [("good__oracle", "passed"), ("good__nop", "failed"), ("other__oracle", "passed"), ("other__nop", "failed")]
     );
     assert_eq!(
-        std::fs::read(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap(),
+        crate::read_trace_bytes(run_dir.join("cells/other__oracle/trace.jsonl")).unwrap(),
         kept_trace,
         "finished cells are not re-run"
     );
@@ -231,7 +231,7 @@ fn ctrl_c_records_running_cells_as_cancelled_and_writes_reports() {
     assert_eq!(status.code(), Some(130));
     let r = report_json(&run_dir);
     assert_eq!(r["cells"][0]["outcome"], "cancelled");
-    let last = std::fs::read_to_string(&trace).unwrap().lines().last().unwrap().to_string();
+    let last = crate::read_trace_text(&trace).unwrap().lines().last().unwrap().to_string();
     assert!(last.contains("\"kind\":\"run_finished\"") && last.contains("cancelled"), "{last}");
 
     // Every report says first that the run was interrupted, and how to finish it.

@@ -260,7 +260,7 @@ fn policy_denials_are_recorded_and_the_loop_continues() {
     assert_eq!(cell["policy_denials"], 3);
     assert_eq!(cell["tests_passed"], true, "the loop went on after the denials and fixed the bug");
     assert_eq!(cell["outcome"], "failed", "forbid_denials fails the case");
-    let trace = std::fs::read_to_string(run_dir.join("cells/good__scripted/trace.jsonl")).unwrap();
+    let trace = crate::read_trace_text(run_dir.join("cells/good__scripted/trace.jsonl")).unwrap();
     assert!(!trace.contains("hunter2"), "the secret was never read");
     let kinds: Vec<String> = trace
         .lines()
@@ -277,7 +277,7 @@ fn a_trace_cut_mid_line_still_replays_its_prefix() {
     let run_dir = s.path().join("run");
     Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     let trace = run_dir.join("cells/good__oracle/trace.jsonl");
-    let text = std::fs::read_to_string(&trace).unwrap();
+    let text = crate::read_trace_text(&trace).unwrap();
     // Keep the first three events and half of the fourth, as a crash mid-write would.
     let lines: Vec<&str> = text.lines().collect();
     let cut = format!("{}\n{}\n{}\n{}", lines[0], lines[1], lines[2], &lines[3][..lines[3].len() / 2]);
@@ -300,7 +300,7 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
     let run_dir = s.path().join("run");
     Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     let trace = run_dir.join("cells/good__oracle/trace.jsonl");
-    let text = std::fs::read_to_string(&trace).unwrap();
+    let text = crate::read_trace_text(&trace).unwrap();
     let before = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();
     let (first, rest) = text.split_once('\n').unwrap();
     // The new event takes seq 1 of this run's trace, and the events after it move up by one

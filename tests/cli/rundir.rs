@@ -82,7 +82,7 @@ fn assert_whole(run_dir: &Path, cells: &[&str]) {
     assert_eq!(ids.len(), cells.len(), "one results line per cell: {ids:?}");
     assert_eq!(unique, cells.iter().copied().collect(), "{ids:?}");
     for cell in cells {
-        let bytes = std::fs::read(run_dir.join("cells").join(cell).join("trace.jsonl")).unwrap();
+        let bytes = crate::read_trace_bytes(run_dir.join("cells").join(cell).join("trace.jsonl")).unwrap();
         assert!(!bytes.contains(&0), "{cell}: NUL bytes in the trace");
         let text = String::from_utf8(bytes).unwrap();
         let seqs: Vec<u64> =
@@ -134,7 +134,7 @@ fn a_run_directory_has_one_writer_and_a_second_one_is_told_who_holds_it() {
     assert_whole(&run_dir, &cells);
 
     // Later resumes find every cell finished and run nothing again.
-    let kept = std::fs::read(run_dir.join("cells/slow__oracle/trace.jsonl")).unwrap();
+    let kept = crate::read_trace_bytes(run_dir.join("cells/slow__oracle/trace.jsonl")).unwrap();
     Test::new()
         .root(s.path())
         .args(&["matrix", "--resume"])
@@ -142,7 +142,7 @@ fn a_run_directory_has_one_writer_and_a_second_one_is_told_who_holds_it() {
         .run()
         .code(0)
         .stderr_has("2 finished cell(s) kept");
-    assert_eq!(std::fs::read(run_dir.join("cells/slow__oracle/trace.jsonl")).unwrap(), kept);
+    assert_eq!(crate::read_trace_bytes(run_dir.join("cells/slow__oracle/trace.jsonl")).unwrap(), kept);
     assert_whole(&run_dir, &cells);
 }
 
@@ -174,14 +174,14 @@ fn a_trace_written_twice_or_pieced_from_another_run_is_a_harness_error_and_resum
     }
     // A model action written twice (as a second writer would), and another run's trace.
     let dup = run_dir.join("cells/good__oracle/trace.jsonl");
-    let text = std::fs::read_to_string(&dup).unwrap();
+    let text = crate::read_trace_text(&dup).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let action = lines.iter().position(|l| l.contains("\"kind\":\"model_action\"")).unwrap();
     let mut doubled: Vec<&str> = lines.clone();
     doubled.insert(action + 1, lines[action]);
     std::fs::write(&dup, doubled.join("\n") + "\n").unwrap();
-    std::fs::copy(stranger.join("cells/other__oracle/trace.jsonl"), run_dir.join("cells/other__oracle/trace.jsonl"))
-        .unwrap();
+    let stranger_trace = crate::read_trace_bytes(stranger.join("cells/other__oracle/trace.jsonl")).unwrap();
+    std::fs::write(run_dir.join("cells/other__oracle/trace.jsonl"), stranger_trace).unwrap();
 
     let out = Test::new().args(&["report", "--format", "json"]).arg_path(&run_dir).run().code(4);
     let cells = outcomes(&out.json());

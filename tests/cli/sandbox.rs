@@ -47,7 +47,7 @@ fn attack_passed(s: &Scratch, id: &str, sandbox: &str) -> bool {
 
 /// The run_started event of a cell's trace.
 fn run_started(run_dir: &Path, cell: &str) -> Value {
-    let trace = std::fs::read_to_string(run_dir.join("cells").join(cell).join("trace.jsonl")).unwrap();
+    let trace = crate::read_trace_text(run_dir.join("cells").join(cell).join("trace.jsonl")).unwrap();
     let line = trace.lines().find(|l| l.contains("\"run_started\"")).unwrap();
     serde_json::from_str::<Value>(line).unwrap()["data"].clone()
 }
@@ -276,7 +276,7 @@ fn a_fifo_in_the_workspace_is_refused_at_once_and_the_cell_goes_on() {
     assert!(started.elapsed() < Duration::from_secs(20), "nothing waited on the fifo");
     let cell = &by_cell(&out.json())["fifo__oracle"];
     assert_eq!(cell["outcome"], "passed", "the cell went on to fix the bug: {cell}");
-    let trace = std::fs::read_to_string(s.path().join("runs/fifo-bubblewrap/cells/fifo__oracle/trace.jsonl")).unwrap();
+    let trace = crate::read_trace_text(s.path().join("runs/fifo-bubblewrap/cells/fifo__oracle/trace.jsonl")).unwrap();
     let read = trace
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -313,7 +313,6 @@ fn the_verifier_runs_last_in_the_cells_sandbox_on_copies_that_cannot_change_the_
     let bench = s.path().join("benchmarks/demo/verifiers/vcopy");
     assert_eq!(std::fs::read_to_string(bench.join("data.txt")).unwrap(), "expected");
     assert_eq!(std::fs::read_to_string(bench.join("check.py")).unwrap(), check);
-    let trace =
-        std::fs::read_to_string(s.path().join("runs/vcopy-bubblewrap/cells/vcopy__oracle/trace.jsonl")).unwrap();
+    let trace = crate::read_trace_text(s.path().join("runs/vcopy-bubblewrap/cells/vcopy__oracle/trace.jsonl")).unwrap();
     assert!(!trace.contains("forged"), "the cell's trace is hcbench's alone");
 }

@@ -49,7 +49,7 @@ fn attack(s: &Scratch, name: &str, actions: &str) -> (Value, Vec<Value>) {
 }
 
 fn events(trace: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    crate::read_trace_text(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

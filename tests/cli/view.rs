@@ -299,7 +299,7 @@ fn synthetic_run(root: &Path, name: &str, cases: usize, epochs: u32) -> PathBuf 
     std::fs::create_dir_all(big.join("cells")).unwrap();
     std::fs::write(big.join("manifest.json"), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     for profile in ["oracle", "nop"] {
-        let template = std::fs::read_to_string(real.join(format!("cells/bugfix-1__{profile}/trace.jsonl"))).unwrap();
+        let template = crate::read_trace_text(real.join(format!("cells/bugfix-1__{profile}/trace.jsonl"))).unwrap();
         for i in 0..cases {
             let (id, category, split) = case(i);
             for epoch in 1..=epochs {
