@@ -536,15 +536,21 @@ pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
 /// One trace's replay: its path and its summary or why it could not be read.
 pub type ReplayedTrace = (PathBuf, Result<CellSummary, ReplayError>);
 
-/// Replays every trace of a run directory in parallel, each checked to belong to run `run_id`
-/// when it is known. A corrupt trace does not fail the others: it comes back as its own error,
-/// which reports show as a harness error.
-pub fn replay_run(run_dir: &Path, run_id: Option<&str>) -> Result<Vec<ReplayedTrace>, ReplayError> {
+/// Replays every trace of a run directory in parallel, each checked to belong to the run
+/// `run_of` gives for its cell (by the cell folder's name), when it gives one. A corrupt trace
+/// does not fail the others: it comes back as its own error, which reports show as a harness
+/// error.
+pub fn replay_run(
+    run_dir: &Path,
+    run_of: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Vec<ReplayedTrace>, ReplayError> {
     let traces = run_traces(run_dir)?;
     Ok(traces
         .into_par_iter()
         .map(|p| {
-            let r = replay_trace_of(&p, run_id);
+            let cell_id = p.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
+            let run_id = cell_id.and_then(|c| run_of(&c));
+            let r = replay_trace_of(&p, run_id.as_deref());
             (p, r)
         })
         .collect())

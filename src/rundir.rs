@@ -20,6 +20,7 @@
 //! without touching a file and names the holder (pid, command, since when).
 
 use crate::sandbox::SandboxInfo;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -299,6 +300,17 @@ impl Manifest {
     /// The run id a cell's trace must carry: the run's own, or in a merged run that of the
     /// shard that ran it (the split is deterministic, so the shard follows from the plan).
     /// `cells` is [`Manifest::plan_cells`]; the result is one id per cell.
+    /// In a merged run, the run id of the shard that ran each planned cell, by cell id (empty
+    /// for any other run).
+    pub fn shard_run_ids(&self) -> HashMap<String, String> {
+        if self.merged_from.is_empty() {
+            return HashMap::new();
+        }
+        let cells = self.plan_cells();
+        let ids = self.trace_run_ids(&cells);
+        cells.into_iter().map(|c| c.cell_id).zip(ids).collect()
+    }
+
     pub fn trace_run_ids(&self, cells: &[PlannedCell]) -> Vec<String> {
         let Some(count) = self.merged_from.first().map(|m| m.shard.count) else {
             return vec![self.run_id.clone(); cells.len()];

@@ -16,9 +16,20 @@ pub fn replay(args: ReplayArgs, width: terminal::Width) -> Result<i32, CommandEr
     if crate::trace::stored::locate(path).is_some() {
         summaries.push(replay_trace(path)?);
     } else if path.is_dir() {
-        // Traces of a run directory must belong to its run, when its manifest says which.
-        let run_id = crate::rundir::Manifest::read(path).ok().map(|m| m.run_id);
-        for (trace, result) in replay_run(path, run_id.as_deref())? {
+        // Traces of a run directory must belong to its run, when its manifest says which: in a
+        // merged run, to the shard that ran the cell.
+        let manifest = crate::rundir::Manifest::read(path).ok();
+        let shard_runs = manifest.as_ref().map(|m| m.shard_run_ids()).unwrap_or_default();
+        let run_of = |cell_id: &str| -> Option<String> {
+            let m = manifest.as_ref()?;
+            // A cell outside a merged run's plan: an id no trace carries.
+            Some(if m.merged_from.is_empty() {
+                m.run_id.clone()
+            } else {
+                shard_runs.get(cell_id).cloned().unwrap_or_default()
+            })
+        };
+        for (trace, result) in replay_run(path, &run_of)? {
             match result {
                 Ok(s) => summaries.push(s),
                 Err(e) => problems.push(format!("{}: {e}", trace.display())),

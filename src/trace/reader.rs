@@ -300,7 +300,7 @@ mod tests {
     /// Reads `bytes` through a buffer of `capacity` bytes.
     fn read_with(bytes: &[u8], capacity: usize) -> Result<(Vec<Event>, ReadStats), String> {
         let mut events = Vec::new();
-        let reader = BufReader::with_capacity(capacity, bytes);
+        let reader = std::io::BufReader::with_capacity(capacity, bytes);
         read_lines(reader, Path::new("trace.jsonl"), None, parse_event, |_, e| events.push(e))
             .map(|stats| (events, stats))
             .map_err(|e| e.to_string())

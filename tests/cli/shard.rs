@@ -159,6 +159,9 @@ fn shards_of_hc_bench_merge_into_the_unsharded_run_for_1_2_3_and_7_parts() {
         let m = manifest(&merged);
         assert!(m.get("shard").is_none());
         assert_eq!(m["merged_from"].as_array().unwrap().len(), n as usize);
+        // `hcbench replay` reads each trace as its shard's (run ids differ between shards).
+        let replayed = Test::new().args(&["replay", "--format", "json"]).arg_path(&merged).run().code(0).json();
+        assert_eq!(replayed.as_array().unwrap().len(), planned, "every cell of the merged run replays");
         // `hcbench report` re-renders the merged run from its traces to the same bytes.
         let before = std::fs::read(merged.join("reports/report.json")).unwrap();
         Test::new().args(&["report"]).arg_path(&merged).run().code(0);
