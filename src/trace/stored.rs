@@ -5,7 +5,8 @@
 //! (the writer adds one whole line at a time, `--resume` continues it, a crash leaves a valid
 //! prefix), and a zstd stream cut mid-frame is not readable. A finished trace is never written
 //! again, so [`compress`] turns it into its compressed form once, atomically: the `.zst` is
-//! written beside it under a temporary name, synced and renamed into place, and only then is the
+//! written beside it under a temporary name, synced and renamed into place
+//! (`util::write_atomic_streamed`), and only then is the
 //! plain file removed. A crash in between leaves both, and readers take the plain one, which is
 //! complete.
 //!
@@ -105,25 +106,16 @@ pub fn compress(path: &Path) -> io::Result<PathBuf> {
         return Ok(packed);
     }
     let mut plain = File::open(path)?;
-    let mut tmp = packed.clone().into_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let result = (|| {
-        let out = File::create(&tmp)?;
-        let mut encoder = zstd::stream::write::Encoder::new(out, LEVEL)?;
-        encoder.include_checksum(true)?;
-        if let Ok(meta) = plain.metadata() {
-            encoder.set_pledged_src_size(Some(meta.len()))?;
-        }
+    let size = plain.metadata().ok().map(|m| m.len());
+    crate::util::write_atomic_streamed(&packed, true, |out| -> io::Result<()> {
+        let mut encoder = encoder(out)?;
+        encoder.set_pledged_src_size(size)?;
         io::copy(&mut plain, &mut encoder)?;
-        let out = encoder.finish()?;
-        out.sync_all()?;
-        std::fs::rename(&tmp, &packed)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+        encoder.finish().map(|_| ())
+    })
+    .map_err(|e| match e {
+        crate::util::StreamError::Io(e) | crate::util::StreamError::Writer(e) => e,
+    })?;
     std::fs::remove_file(path)?;
     Ok(packed)
 }
@@ -143,10 +135,16 @@ pub fn restore_plain(path: &Path) -> io::Result<()> {
 
 /// Writes `bytes` to `out` as one zstd frame (tests and benches that make compressed traces).
 pub fn encode(bytes: &[u8], out: impl Write) -> io::Result<()> {
-    let mut encoder = zstd::stream::write::Encoder::new(out, LEVEL)?;
-    encoder.include_checksum(true)?;
+    let mut encoder = encoder(out)?;
     encoder.write_all(bytes)?;
     encoder.finish().map(|_| ())
+}
+
+/// The encoder every compressed trace is written with: one frame at [`LEVEL`], checksummed.
+fn encoder<W: Write>(out: W) -> io::Result<zstd::stream::write::Encoder<'static, W>> {
+    let mut encoder = zstd::stream::write::Encoder::new(out, LEVEL)?;
+    encoder.include_checksum(true)?;
+    Ok(encoder)
 }
 
 #[cfg(test)]
