@@ -35,6 +35,8 @@ const TEMPLATE_NAME: &str = "report.html";
 const TEMPLATE: &str = include_str!("templates/report.html");
 const CSS: &str = include_str!("templates/report.css");
 const JS: &str = include_str!("templates/report.js");
+/// `hcbenchInflate`, which both pages' scripts use to open a timeline bundle.
+const INFLATE_JS: &str = include_str!("templates/inflate.js");
 /// The pass-rate cell shared by the profile and category tables (`{% include %}`d).
 const RATE_CELL: &str = include_str!("templates/rate_cell.html");
 /// The breakdown table shared by "By category" and "By split" (`{% include %}`d).
@@ -116,21 +118,32 @@ pub(crate) fn render(report: &MatrixReport) -> Result<String, ExportError> {
 
 fn render_to(report: &MatrixReport, out: &mut dyn Write) -> Result<(), ExportError> {
     let tera = templates()?;
-    let page = Page::build(report);
+    let mut page = Page::build(report);
+    if !page.timelines.is_empty() {
+        let sections = std::mem::take(&mut page.timelines)
+            .iter()
+            .map(|t| render_view(&tera, t, report.epochs))
+            .collect::<Result<Vec<String>, _>>()?;
+        page.timelines_z = super::bundle::encode(&sections)?;
+    }
     let context = Context::from_serialize(&page).map_err(tera_error)?;
     tera.render_to(TEMPLATE_NAME, &context, out).map_err(tera_error)
 }
 
-/// Renders one cell's timeline `<section>`, as the page embeds it, for a split page's side
-/// files.
+/// Renders one cell's timeline `<section>`, as a one-file page's bundle holds it, for a split
+/// page's side files.
 pub(crate) fn render_timeline(
     tera: &Tera,
     cell: &CellSummary,
     timeline: Option<&Timeline>,
     epochs: u32,
 ) -> Result<String, ExportError> {
+    render_view(tera, &timeline_view(cell, &dom_id_of(&cell.cell_id), timeline), epochs)
+}
+
+fn render_view(tera: &Tera, view: &TimelineView, epochs: u32) -> Result<String, ExportError> {
     let mut context = Context::new();
-    context.insert("t", &timeline_view(cell, &dom_id_of(&cell.cell_id), timeline));
+    context.insert("t", view);
     context.insert("epochs", &epochs);
     tera.render(TIMELINE_TEMPLATE, &context).map_err(tera_error)
 }
@@ -152,6 +165,7 @@ struct Page {
     title: String,
     css: &'static str,
     js: &'static str,
+    inflate_js: &'static str,
     version: &'static str,
     command: String,
     benchmark: String,
@@ -199,7 +213,11 @@ struct Page {
     findings: Vec<String>,
     /// True when the verdict is not exit 0 (the verdict box is drawn as a warning).
     verdict_bad: bool,
+    /// The one-file page's timelines, rendered into [`Page::timelines_z`] by [`render_to`].
+    #[serde(skip)]
     timelines: Vec<TimelineView>,
+    /// Every timeline section of a one-file page, as a bundle (src/report/bundle.rs).
+    timelines_z: String,
     /// A large run's page: cells in a streamed index, timelines in side files.
     split: bool,
     split_js: &'static str,
@@ -411,6 +429,7 @@ impl Page {
             title: format!("hcbench {} · {} · {}", report.command, report.benchmark, report.run_id),
             css: CSS,
             js: JS,
+            inflate_js: INFLATE_JS,
             version: env!("CARGO_PKG_VERSION"),
             command: report.command.clone(),
             benchmark: report.benchmark.clone(),
@@ -475,6 +494,7 @@ impl Page {
                 .filter(|_| !split)
                 .map(|c| timeline_view(c, &dom_ids[c.cell_id.as_str()], timelines.get(c.cell_id.as_str()).copied()))
                 .collect(),
+            timelines_z: String::new(),
             split,
             split_js: SPLIT_JS,
             index_marker: INDEX_MARKER,
@@ -929,10 +949,17 @@ mod tests {
         )
     }
 
+    /// The page as a browser shows it once its timeline bundle is inflated.
+    fn readable_page(r: &MatrixReport) -> String {
+        crate::report::bundle::readable(&render(r).unwrap()).unwrap()
+    }
+
     #[test]
     fn the_page_is_self_contained_with_one_square_per_cell() {
         let r = report();
-        let html = render(&r).unwrap();
+        let raw = render(&r).unwrap();
+        assert_eq!(raw.matches("<section id=\"tl-").count(), 0, "timelines travel compressed");
+        let html = readable_page(&r);
         assert!(!html.contains("http://") && !html.contains("https://"), "the page must not reference any URL");
         assert_eq!(html.matches(" data-cell=").count(), r.cells.len(), "one heatmap element per run cell");
         for c in &r.cells {
@@ -945,9 +972,12 @@ mod tests {
 
     #[test]
     fn text_from_traces_is_escaped() {
-        let html = render(&report()).unwrap();
-        // The only <script> element is the page's own.
-        assert_eq!(html.matches("<script").count(), 1);
+        let raw = render(&report()).unwrap();
+        // The only <script> elements are the page's own: the inflater, the page's script and
+        // the timeline bundle (base64: it holds no `<`).
+        assert_eq!(raw.matches("<script").count(), 3);
+        let html = readable_page(&report());
+        assert_eq!(html.matches("<script").count(), 3, "no script element comes out of a bundle");
         assert!(html.contains("tests failed &lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("&lt;script&gt;alert(&#39;tool&#39;)&lt;/script&gt;"));
         assert!(html.contains("a note with &lt;b&gt;markup&lt;/b&gt;"));
@@ -964,7 +994,7 @@ mod tests {
 
     #[test]
     fn denials_and_failures_are_highlighted() {
-        let html = render(&report()).unwrap();
+        let html = readable_page(&report());
         assert!(html.contains("class=\"entry s-denied\""));
         assert!(html.contains("class=\"entry s-ok\""));
     }
@@ -973,7 +1003,7 @@ mod tests {
     fn a_cell_without_a_timeline_says_so() {
         let mut r = report();
         r.timelines.clear();
-        let html = render(&r).unwrap();
+        let html = readable_page(&r);
         assert_eq!(html.matches("No timeline for this cell").count(), r.cells.len());
     }
 
@@ -1039,7 +1069,11 @@ mod tests {
         assert!(!html.contains(INDEX_MARKER), "the marker is replaced by the index");
         assert_eq!(html.matches(" data-cell=").count(), 0, "squares are drawn by the script");
         assert_eq!(html.matches("<section id=\"tl-").count(), 0, "timelines are in side files");
-        assert_eq!(html.matches("</script>").count(), 3, "the index, the page's script and the split script");
+        assert_eq!(
+            html.matches("</script>").count(),
+            4,
+            "the index, the inflater, the page's script and the split script"
+        );
         let json = html.split("<script type=\"application/json\" id=\"cells-index\">").nth(1).unwrap();
         let json = json.split("</script>").next().unwrap();
         assert!(json.contains("tests failed \\u003c/script>\\u003cscript>alert(1)"), "no `<` in the index");

@@ -8,15 +8,16 @@
 //!   script (templates/report_split.js) filters the whole index and draws one page of cases
 //!   of the heatmap, and of the cells that did not pass, at a time.
 //! - Timelines live in side files, `reports/report-files/timelines-NNNN.js`, each a script of
-//!   [`CHUNK_CELLS`] cells' `<section>`s as the one-file page embeds them. A square's click adds
+//!   [`CHUNK_CELLS`] cells' `<section>`s in one compressed bundle (src/report/bundle.rs), as
+//!   the one-file page carries its own. A square's click adds
 //!   a `<script src>` for its file: that works from `file://` (where Chromium refuses `fetch` of
 //!   local files) and served by `hcbench view` alike. At most
 //!   [`SIDE_TIMELINE_CELLS`](super::model::SIDE_TIMELINE_CELLS) cells get one (not passed
 //!   first), so the report's time and disk stay bounded whatever the run's size.
 //!
 //! Text from traces is escaped twice over: the sections are rendered by the page's own
-//! autoescaping templates, and every `<` in the JSON (index and side files) is written as
-//! `\u003c`, so neither can close the element it sits in.
+//! autoescaping templates, every `<` in the index's JSON is written as `\u003c`, and a side
+//! file's sections travel as base64, so none can close the element it sits in.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -172,21 +173,17 @@ pub(crate) fn write_side_files(
         let tera = tera.as_ref().map_err(|e| ExportError::Render { format: "html", message: e.to_string() })?;
         let path = fresh.path().join(side_file_name(n + 1));
         crate::util::write_atomic_streamed(&path, false, |out| {
-            write!(out, "hcbenchTimelines({},{{", n + 1)?;
-            for (k, i) in chunk.iter().enumerate() {
+            // The chunk's sections by cell id, as one bundle (src/report/bundle.rs).
+            let mut sections = std::collections::BTreeMap::new();
+            for i in chunk {
                 let cell = &report.cells[*i];
                 let read = read_trace(&trace_path(run_dir, &cell.cell_id)).ok();
                 let timeline = read.map(|r| timeline(&cell.cell_id, &r.events));
-                let section = render_timeline(tera, cell, timeline.as_ref(), report.epochs)?;
-                let out = &mut NoAngle(out);
-                if k > 0 {
-                    out.write_all(b",\n")?;
-                }
-                json(out, &cell.cell_id)?;
-                out.write_all(b":")?;
-                json(out, &section)?;
+                sections.insert(cell.cell_id.as_str(), render_timeline(tera, cell, timeline.as_ref(), report.epochs)?);
             }
-            out.write_all(b"});\n")?;
+            write!(out, "{}{},", super::bundle::SIDE_CALL, n + 1)?;
+            super::bundle::write_quoted(out, &sections)?;
+            out.write_all(b");\n")?;
             Ok(())
         })
         .map_err(|e| match e {

@@ -3,6 +3,7 @@
 //! `hcbench report RUN_DIR` produce the same bytes.
 
 pub(crate) mod ablation;
+pub mod bundle;
 pub mod csv;
 pub mod exit_policy;
 pub mod html;

@@ -60,7 +60,7 @@ fn ablate_tags_cell_ids_manifest_traces_and_report_rows() {
     assert_eq!(groups, ["oracle/full", "oracle/no_memory"]);
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
     assert!(md.contains("oracle/no_memory") && md.contains("oracle/full"), "{md}");
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("oracle/no_memory"));
     // The ablate sections, in every format. The oracle's context counters depend on the agent
     // loop, so only their shape is checked here; `a_scripted_ablate_run_reports_...` checks
@@ -350,7 +350,7 @@ fn a_scripted_ablate_run_reports_what_each_ablation_changed() {
     let terminal = terminal.split(|l| l.contains(" vs ")).next().unwrap().join("\n");
     insta::assert_snapshot!("ablate_report_terminal", terminal);
     insta::assert_snapshot!("ablate_report_json", serde_json::to_string_pretty(&r["ablation"]["effects"]).unwrap());
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     for id in [
         "ablation-behaviour",
         "ablation-context",

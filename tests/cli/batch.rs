@@ -86,7 +86,7 @@ fn a_script_turn_with_several_calls_is_one_batch_with_mutations_in_order() {
     let batched: Vec<bool> =
         ev.iter().filter(|e| e["kind"] == "model_action").map(|e| e.get("batch").is_some()).collect();
     assert_eq!(batched, [true; 7], "every call of the reply carries its batch");
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("call 4 of 7: edit_file"), "the timeline shows which calls came together");
     assert_replay_agrees(&run_dir, &cell);
 }

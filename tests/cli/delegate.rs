@@ -380,7 +380,7 @@ fn a_models_delegation_costs_tokens_that_count_toward_the_cell_and_the_run_budge
     assert_eq!((col("delegations"), col("delegation_steps"), col("delegation_cost_usd")), ("1", "2", "4"));
     let json: Value = serde_json::from_slice(&std::fs::read(run_dir.join("reports/report.json")).unwrap()).unwrap();
     assert_eq!(json["cells"][0]["delegations"], 1);
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("1 answered, 2 step(s), 4 tokens, $4.0000"), "the cell detail names the delegations");
     let md = std::fs::read_to_string(run_dir.join("reports/report.md")).unwrap();
     assert!(md.contains("Read-only delegations: 1 in 1 cell(s)"), "{md}");

@@ -253,7 +253,7 @@ fn a_hook_that_prints_garbage_or_exits_1_is_a_tool_error_never_an_allow() {
     assert_eq!(edit["ok"], true);
     let out = edit["output"].as_str().unwrap();
     assert!(out.contains("[post hook `noisy` failed: printed \"not json\""), "{out}");
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("0 denied, 3 failed"), "the cell's facts count the hooks");
     assert!(html.contains("pre hook `garbage` on read_file: error"), "the timeline shows the hook runs");
     assert_replay_agrees(&run_dir, &cell);

@@ -276,9 +276,22 @@ impl Browser {
         self.open_url(&format!("file://{}", file.canonicalize().unwrap().display()));
     }
 
-    /// Navigates to `url` and waits for the page to load (WebDriver's page load strategy).
+    /// Navigates to `url` and waits for the page to load (WebDriver's page load strategy), and
+    /// for a report page's timelines to be inflated from their bundle (src/report/bundle.rs).
     pub(crate) fn open_url(&self, url: &str) {
         self.request("POST", &self.session_path("/url"), Some(json!({"url": url})));
+        let started = Instant::now();
+        let state = loop {
+            let v = self.script(
+                "return document.getElementById('timelines-z') ? (document.documentElement.dataset.timelines || null) : 'none';",
+            );
+            if !v.is_null() {
+                break v;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "{url}: the timelines were never inflated");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_ne!(state, json!("failed"), "{url}: the page could not inflate its timelines");
     }
 
     /// Types `text` into `element` as keystrokes (each fires its input event).

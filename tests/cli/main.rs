@@ -150,8 +150,6 @@ pub fn interrupt_once_running(child: &std::process::Child, trace: &Path) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
 }
 
-/// The events of a trace file, each as one flat object: envelope fields and the payload's
-/// fields side by side (the payload may be nested under `data`).
 /// A trace's text, in whichever form it is stored (a finished cell's is zstd-compressed).
 pub fn read_trace_text(trace: impl AsRef<Path>) -> std::io::Result<String> {
     let mut text = String::new();
@@ -164,6 +162,15 @@ pub fn read_trace_bytes(trace: impl AsRef<Path>) -> std::io::Result<Vec<u8>> {
     read_trace_text(trace).map(String::into_bytes)
 }
 
+/// A report.html (or a side file of a split one) as a browser shows it once its timeline
+/// bundle is inflated (src/report/bundle.rs): every timeline's markup in place.
+pub fn report_html(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    hcbench::report::bundle::readable(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The events of a trace file, each as one flat object: envelope fields and the payload's
+/// fields side by side (the payload may be nested under `data`).
 pub fn trace_events(trace: &Path) -> Vec<Value> {
     read_trace_text(trace)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", trace.display()))

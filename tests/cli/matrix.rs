@@ -247,7 +247,7 @@ fn ctrl_c_records_running_cells_as_cancelled_and_writes_reports() {
         top.iter().any(|l| l.starts_with("> **Interrupted run") && l.contains(&resume)),
         "the banner and the resume command open report.md:\n{md}"
     );
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     // (tera escapes the slashes of the path, so only the command's words are compared here.)
     assert!(
         html.contains("class=\"banner\" role=\"alert\">Interrupted run:") && html.contains("hcbench matrix --resume ")

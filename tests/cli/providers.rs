@@ -281,8 +281,17 @@ fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// The canary key appears in no file under `dir` and not in the command's output.
 fn assert_no_canary(dir: &Path, out: &Output) {
     for (path, _) in tree_hashes(dir) {
-        let bytes = std::fs::read(dir.join(&path)).unwrap_or_default();
-        assert!(!String::from_utf8_lossy(&bytes).contains(CANARY), "the API key leaked into {path}");
+        // Compressed files are read as what they hold: a secret must not hide in a .zst trace
+        // or a report's timeline bundle.
+        let file = dir.join(&path);
+        let text = if path.ends_with(".zst") {
+            crate::read_trace_text(&file).unwrap_or_else(|e| panic!("{path}: {e}"))
+        } else if path.ends_with(".html") || path.ends_with(".js") {
+            crate::report_html(&file)
+        } else {
+            String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).into_owned()
+        };
+        assert!(!text.contains(CANARY), "the API key leaked into {path}");
     }
     assert!(!out.stdout.contains(CANARY) && !out.stderr.contains(CANARY), "the API key leaked into the output");
 }
@@ -941,7 +950,7 @@ fn a_key_echoed_in_successful_replies_reaches_no_file_hcbench_writes() {
     }
     let again = Test::new().root(s.path()).args(&["report", "--format", "md"]).arg_path(&run_dir).run().code(0);
     assert_no_canary(&run_dir, &again);
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("[redacted]"), "the report shows where the key was");
 }
 

@@ -419,7 +419,7 @@ fn reports_break_a_run_down_by_split_and_say_what_a_tool_results_size_is() {
     ] {
         assert!(table.contains(row), "{row:?} missing:\n{table}");
     }
-    let html = std::fs::read_to_string(run_dir.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run_dir.join("reports/report.html"));
     assert!(html.contains("href=\"#splits\"") && html.contains("id=\"splits\""), "report.html has the section");
     assert!(html.contains("<td>heldout</td>") || html.contains(">heldout<"), "a heldout row in report.html");
 

@@ -81,7 +81,7 @@ fn the_oracle_carries_a_multi_session_case_through_its_sessions() {
     );
     let csv = std::fs::read_to_string(out.join("reports/cells.csv")).unwrap();
     assert!(csv.lines().nth(1).unwrap().ends_with(",3,0,0;1;2;3"), "{csv}");
-    let html = std::fs::read_to_string(out.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&out.join("reports/report.html"));
     assert!(html.contains("id=\"sessions-table\""));
 }
 

@@ -19,7 +19,7 @@ fn manifest(run_dir: &Path) -> Value {
 /// ids (`ids`), timestamps, and every duration (JSON `*_ms` fields, the CSV's `wall_ms`
 /// column, JUnit `time`, and `0.8s`-style times in text, test output included).
 fn normalized(path: &Path, ids: &BTreeSet<String>, resumed: bool) -> String {
-    let mut text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut text = crate::report_html(path);
     for id in ids {
         text = text.replace(id.as_str(), "RUN");
     }

@@ -341,7 +341,7 @@ fn a_thousand_cell_report_filters_deep_links_sorts_and_screenshots_in_chromium()
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("project");
     let run = thousand_cell_run(&root);
-    let html = std::fs::read_to_string(run.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run.join("reports/report.html"));
     eprintln!("report.html of 1,000 cells: {} bytes", html.len());
     let served = Served::start(&root, &[run.to_str().unwrap()]);
     let page = served.page.clone().unwrap();
@@ -498,7 +498,7 @@ fn a_large_report_loads_each_timeline_on_demand_from_file_and_through_view() {
     let root = tmp.path().join("project");
     let run = synthetic_run(&root, "run-large", LARGE_CASES, 1);
     let cells = LARGE_CASES * 2;
-    let html = std::fs::read_to_string(run.join("reports/report.html")).unwrap();
+    let html = crate::report_html(&run.join("reports/report.html"));
     eprintln!("report.html of {cells} cells: {} bytes", html.len());
     assert!(!html.contains("<ol class=\"entries\">"), "no timeline is in the page itself");
     assert_eq!(html.matches("<section id=\"tl-").count(), 0);

@@ -1,7 +1,8 @@
 // hcbench report.html: shows one cell's timeline at a time, filters the cells, sorts tables and
-// keeps all of that in the URL fragment. Every timeline is already in the page as a hidden
-// <section>; this script only toggles `hidden`, keeps aria state in step and rewrites the
-// fragment, so the page has no data to parse and nothing to fetch.
+// keeps all of that in the URL fragment. The timelines are in the page as one compressed bundle
+// (#timelines-z), inflated once at load into hidden <section>s; from then on this script only
+// toggles `hidden`, keeps aria state in step and rewrites the fragment, and fetches nothing.
+// A selection made before the bundle is inflated waits for it.
 //
 // The fragment is `#cell=<cell id>&q=<search>&category=..&split=..&profile=..&outcome=..`
 // (each part optional), so a copied address opens the same view. The open cell always stays
@@ -17,6 +18,24 @@
     return;
   }
   var placeholder = document.getElementById("tl-none");
+  var bundle = document.getElementById("timelines-z");
+  var root = document.documentElement;
+  var timelinesReady = !bundle
+    ? Promise.resolve()
+    : hcbenchInflate(bundle.textContent).then(
+        function (sections) {
+          document.getElementById("detail").insertAdjacentHTML("beforeend", sections.join("\n"));
+          root.setAttribute("data-timelines", "ready");
+        },
+        function (e) {
+          if (placeholder) placeholder.textContent = "The timelines could not be opened here (" + e.message + "). hcbench replay RUN_DIR shows every cell's, or open this report in a current browser.";
+          root.setAttribute("data-timelines", "failed");
+        }
+      );
+  if (!bundle) root.setAttribute("data-timelines", "ready");
+  function whenReady(then) {
+    timelinesReady.then(then);
+  }
   var heatmap = document.querySelector("table.heatmap");
   var shown = null;
   var pinned = null;
@@ -231,8 +250,10 @@
     heatmap.addEventListener("click", function (event) {
       var square = event.target.closest("button.cell");
       if (!square) return;
-      show(square.getAttribute("aria-controls"));
-      writeFragment();
+      whenReady(function () {
+        show(square.getAttribute("aria-controls"));
+        writeFragment();
+      });
     });
     // Arrow keys move between visible squares: left/right along the row, up/down to the
     // nearest square of the same profile in the next visible case.
@@ -264,8 +285,10 @@
       event.preventDefault();
       if (target) {
         target.focus();
-        show(target.getAttribute("aria-controls"));
-        writeFragment();
+        whenReady(function () {
+          show(target.getAttribute("aria-controls"));
+          writeFragment();
+        });
       }
     });
   }
@@ -274,8 +297,10 @@
     var link = event.target.closest("a.open");
     if (!link) return;
     event.preventDefault();
-    reveal(link.getAttribute("href").slice(1));
-    writeFragment();
+    whenReady(function () {
+      reveal(link.getAttribute("href").slice(1));
+      writeFragment();
+    });
   });
 
   function sortableTables() {
@@ -329,8 +354,8 @@
   window.addEventListener("hashchange", function () {
     if (written !== null && (location.hash === written || (written === "" && location.hash === "#"))) return;
     written = null;
-    fromFragment();
+    whenReady(fromFragment);
   });
 
-  fromFragment();
+  whenReady(fromFragment);
 })();

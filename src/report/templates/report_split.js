@@ -2,7 +2,7 @@
 // The page carries every cell once in a JSON index (#cells-index); this script filters the
 // whole index, draws one page of cases of the heatmap and of the cells that did not pass at a
 // time, and loads a cell's timeline from its side file (report-files/timelines-NNNN.js) when
-// its square is selected. A side file is a script that calls hcbenchTimelines(n, sections):
+// its square is selected. A side file is a script that calls hcbenchTimelines(n, bundle):
 // a <script src> works from file:// (where fetch of local files is refused) and over http.
 //
 // The fragment is the one-file page's: `#cell=<cell id>&q=..&category=..&split=..&profile=..
@@ -246,12 +246,24 @@
   // Timelines: side files are loaded once each, on first need.
   var chunks = {};
   var waiting = {};
-  window.hcbenchTimelines = function (n, sections) {
-    chunks[n] = sections;
+  // A side file calls this with its number and its sections by cell id, as one compressed
+  // bundle (inflate.js).
+  window.hcbenchTimelines = function (n, bundle) {
+    hcbenchInflate(bundle).then(
+      function (sections) {
+        chunks[n] = sections;
+        settle(n, true);
+      },
+      function () {
+        settle(n, false);
+      }
+    );
+  };
+  function settle(n, ok) {
     var callbacks = waiting[n] || [];
     delete waiting[n];
-    callbacks.forEach(function (done) { done(true); });
-  };
+    callbacks.forEach(function (done) { done(ok); });
+  }
   function sideFile(n) {
     var s = String(n);
     while (s.length < 4) s = "0" + s;
@@ -264,10 +276,8 @@
     var script = document.createElement("script");
     script.src = sideFile(n);
     script.onerror = function () {
-      var callbacks = waiting[n] || [];
-      delete waiting[n];
       script.remove();
-      callbacks.forEach(function (cb) { cb(false); });
+      settle(n, false);
     };
     document.head.appendChild(script);
   }
@@ -333,7 +343,7 @@
     load(item.chunk, function (ok) {
       var html = ok && chunks[item.chunk] ? chunks[item.chunk][item.cell] : null;
       if (html) done(fromHtml(html));
-      else done(stub(item, "Its timeline is in " + sideFile(item.chunk) + " beside this page, which could not be loaded: keep report.html and its report-files folder together, or open the report with hcbench view. Or see it from the run directory with: " + replay));
+      else done(stub(item, "Its timeline is in " + sideFile(item.chunk) + " beside this page, which could not be loaded or opened: keep report.html and its report-files folder together, or open the report with hcbench view. Or see it from the run directory with: " + replay));
     });
   }
 
