@@ -9,10 +9,11 @@
 //!
 //! All formatting (percentages, bar geometry, diff colouring) happens here in Rust, into a
 //! plain view model; the template only loops and prints, with HTML autoescaping on. Text from
-//! traces (tool output, reasons, diffs) is therefore always escaped, and timelines are
-//! embedded as hidden `<section>` elements rather than a script blob, so no `</script>` escape
-//! rule is needed. Output depends only on the [`MatrixReport`] (no render time, no hash-map
-//! iteration), so `hcbench report RUN_DIR` reproduces the live run's file byte for byte.
+//! traces (tool output, reasons, diffs) is therefore always escaped. Timelines are rendered as
+//! `<section>` markup by the same templates, then carried compressed in one base64 bundle
+//! (src/report/bundle.rs), which holds no `<` and so needs no `</script>` escape rule. Output
+//! depends only on the [`MatrixReport`] (no render time, no hash-map iteration), so
+//! `hcbench report RUN_DIR` reproduces the live run's file byte for byte.
 
 use std::collections::{HashMap, HashSet};
 
