@@ -30,7 +30,7 @@ pub const SIDE_CALL: &str = "hcbenchTimelines(";
 
 /// `value` as JSON, gzip-compressed, base64-encoded.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<String, ExportError> {
-    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     serde_json::to_writer(&mut gz, value)
         .map_err(|e| ExportError::Render { format: "html", message: format!("timeline bundle: {e}") })?;
     let packed = gz.finish().map_err(ExportError::Stream)?;
