@@ -10,6 +10,9 @@
 //! The time a cell waits on its commands is charged to the cell's [`WaitClock`] (when the cell
 //! runs inside one, [`WaitClock::scope`]), so the harness's own cost per cell can be told apart
 //! from the commands' (`agent::run_cell_with`, `benches/overhead.rs`).
+//!
+//! The private folders a cell's commands needed (a test runner's, a staged verifier, the cell's
+//! sandbox) are removed while the cell goes on and awaited at its end ([`Removals`]).
 
 use std::future::Future;
 use std::io;
