@@ -17,7 +17,10 @@
 //! said at `process::WaitClock`: its sandbox's set-up included). Reported for the matrix's
 //! sandboxed and unsandboxed arms (two cells at once on two cores), and for a quick arm of its
 //! own: every case's oracle cell run one at a time, alternating without and with the sandbox,
-//! HCBENCH_BENCH_CELL_ROUNDS times (default 3). The old estimate from the traces (millisecond
+//! HCBENCH_BENCH_CELL_ROUNDS times (default 3). Each of those cells runs through the engine
+//! (`engine::execute`, a batch of one into its own run directory with its `results.jsonl`), so
+//! the engine's per-cell work outside `run_cell_with` (the cell's task, storing the finished
+//! trace, the results line) is reported beside it, as "engine per cell". The old estimate from the traces (millisecond
 //! durations, truncated) is printed beside it. Also prints the per-command cost of setting up
 //! the sandbox: the same trivial command run many times through hcbench's process runner with
 //! and without bubblewrap.
@@ -37,6 +40,7 @@ use hcbench::engine::{self, Cancel};
 use hcbench::events::NullSink;
 use hcbench::model::Profile;
 use hcbench::process::{self, CommandSpec};
+use hcbench::rundir::{MANIFEST_SCHEMA_VERSION, Manifest, RunDir};
 use hcbench::sandbox::{Isolation, Sandbox, SandboxChoice};
 use hcbench::trace::{EventBody, read_trace};
 use tracing_subscriber::layer::SubscriberExt;
@@ -62,7 +66,9 @@ fn main() {
     let sandbox =
         Sandbox::resolve(SandboxChoice::Bubblewrap).expect("bubblewrap works here (Debian package bubblewrap)");
 
-    // The quick arm: one cell at a time, so a cell's cost is its own, not its neighbour's.
+    // The quick arm: one cell at a time, so a cell's cost is its own, not its neighbour's. Each
+    // cell runs through the engine, as in `matrix`, into a run directory of its own.
+    let mut quick = Vec::new();
     for round in 0..cell_rounds {
         for (k, case_id) in case_ids.iter().enumerate() {
             for arm in [(k + round) % 2, (k + round + 1) % 2] {
@@ -72,14 +78,27 @@ fn main() {
                     workspaces: run_dir.join("workspaces"),
                 };
                 let target = engine::Target { run_id: "bench", run_dir: &run_dir, isolation: &isolation };
-                let plan = engine::plan(target, &bench, std::slice::from_ref(case_id), &profiles[..1], 1, &spec);
-                let summary = rt.block_on(hcbench::agent::run_cell(&plan[0])).unwrap();
-                assert_eq!(summary.reward, 1.0, "the oracle must pass {case_id}");
+                let cells = engine::plan(target, &bench, std::slice::from_ref(case_id), &profiles[..1], 1, &spec);
+                // The run directory and its results file exist before the clock starts, as in
+                // `matrix` (once per run, not per cell).
+                let run = RunDir::create(&run_dir, bench_manifest(&bench.name)).unwrap();
+                let results = Arc::new(run.results().unwrap());
+                let batch = engine::Batch { run_id: "bench", run_dir: run.path(), cells, jobs: 1, budget: None };
+                let t0 = Instant::now();
+                let summaries = rt.block_on(engine::execute(batch, results.clone(), Cancel::default()));
+                let engine_us = t0.elapsed().as_micros() as u64;
+                results.finish().unwrap();
+                assert_eq!(summaries[0].reward, 1.0, "the oracle must pass {case_id}");
+                let [mut cost] = <[Cost; 1]>::try_from(costs.take()).expect("one cost event per cell");
+                // The engine's share: everything `execute` did for the cell outside the cell's
+                // own `run_cell_with` (its task, storing the finished trace, the results line).
+                cost.engine_us = Some(engine_us.saturating_sub(cost.wall_us));
+                quick.push(cost);
+                drop(run);
                 std::fs::remove_dir_all(&run_dir).unwrap();
             }
         }
     }
-    let quick = costs.take();
     report_costs(&format!("one cell at a time ({cell_rounds} x {} cases)", case_ids.len()), &quick, None);
 
     let mut times: [Vec<f64>; 3] = Default::default();
@@ -186,6 +205,25 @@ struct Cost {
     wall_us: u64,
     commands_us: u64,
     harness_us: u64,
+    /// The quick arm's: the engine's time for the cell outside `run_cell_with`.
+    engine_us: Option<u64>,
+}
+
+/// A run directory's manifest for the quick arm's one-cell runs (what `RunDir::create` needs).
+fn bench_manifest(benchmark: &str) -> Manifest {
+    serde_json::from_value(serde_json::json!({
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "run_id": "bench",
+        "hcbench_version": env!("CARGO_PKG_VERSION"),
+        "command": "bench",
+        "benchmark": benchmark,
+        "profiles": ["oracle-a"],
+        "cases": [],
+        "epochs": 1,
+        "jobs": 1,
+        "started_at": "",
+    }))
+    .expect("a manifest")
 }
 
 impl tracing::field::Visit for Cost {
@@ -251,6 +289,17 @@ fn report_costs(label: &str, costs: &[Cost], from_traces: Option<&mut Vec<f64>>)
             100.0 * commands / wall,
             wall / 1000.0 / ms.len() as f64,
         );
+        let of_mechanism = || costs.iter().filter(|c| c.sandbox == mechanism);
+        let mut engine: Vec<f64> = of_mechanism().filter_map(|c| c.engine_us).map(|us| us as f64 / 1000.0).collect();
+        if !engine.is_empty() {
+            let mut total: Vec<f64> =
+                of_mechanism().filter_map(|c| c.engine_us.map(|e| (c.harness_us + e) as f64 / 1000.0)).collect();
+            let (mean, median, p95) = stats(&mut engine);
+            let (t_mean, t_median, t_p95) = stats(&mut total);
+            println!(
+                "  engine per cell (its task, storing the finished trace, results.jsonl): mean {mean:.2} ms, median {median:.2} ms, p95 {p95:.2} ms; harness + engine: mean {t_mean:.2} ms, median {t_median:.2} ms, p95 {t_p95:.2} ms"
+            );
+        }
     }
     if let Some(v) = from_traces.filter(|v| !v.is_empty()) {
         let (mean, median, p95) = stats(v);

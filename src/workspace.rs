@@ -35,7 +35,7 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         fs::create_dir_all(parent).map_err(wrap)?;
     }
     fs::create_dir(dest).map_err(wrap)?;
-    copy_tree(fixture, dest).map_err(wrap)?;
+    copy_tree(fixture, dest, &mut Reflink::Untried).map_err(wrap)?;
     let dest = dest.canonicalize().map_err(wrap)?;
     if link != dest {
         std::os::unix::fs::symlink(link_target(&dest, link).map_err(wrap)?, link).map_err(wrap)?;
@@ -81,7 +81,17 @@ pub fn enclosing_repository(path: &Path) -> Option<PathBuf> {
     Some(repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf())
 }
 
-fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
+/// Whether the copy of one workspace reflinks its files.
+#[derive(Clone, Copy, PartialEq)]
+enum Reflink {
+    /// Before the first file: the file system has not answered yet.
+    Untried,
+    Works,
+    /// The first file had to be copied: so will the others (one file system, one answer).
+    Unsupported,
+}
+
+fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink) -> io::Result<()> {
     for entry in fs::read_dir(src)? {
         let entry = entry?;
         let from = entry.path();
@@ -91,9 +101,17 @@ fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
             std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
         } else if ty.is_dir() {
             fs::create_dir(&to)?;
-            copy_tree(&from, &to)?;
+            copy_tree(&from, &to, reflink)?;
         } else if ty.is_file() {
-            reflink_copy::reflink_or_copy(&from, &to)?;
+            // A failed reflink creates the file, fails and removes it before the copy creates
+            // it again: on a file system without reflinks (ext4) that tripled the cost of every
+            // file of the copy, so only the first file asks.
+            if *reflink == Reflink::Unsupported {
+                fs::copy(&from, &to)?;
+            } else {
+                let copied = reflink_copy::reflink_or_copy(&from, &to)?;
+                *reflink = if copied.is_some() { Reflink::Unsupported } else { Reflink::Works };
+            }
         }
     }
     Ok(())

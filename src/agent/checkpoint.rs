@@ -16,7 +16,11 @@
 //! it changed so recently (50 ms) that the file system's coarse clock could hide a second write. Every content
 //! hashed after the cell started is also kept in a content-addressed store
 //! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
-//! fixture, the stored contents over it, the paths the checkpoint does not have removed.
+//! fixture, the stored contents over it, the paths the checkpoint does not have removed. A
+//! content the first scan found at the same path is not stored: a rebuild has it already (the
+//! fixture's copy, or after a resume a content stored before). A fresh copy's files are all
+//! within the racy window at the first scan, so the first checkpoint hashes them again; without
+//! this rule it stored the whole fixture, one blob file per file, in every cell.
 //!
 //! A resume ([`resume`]) trusts nothing it did not check: the file must be the one the trace's
 //! last `checkpoint` event names (sha256), of this schema, of this run and cell, at the trace
@@ -195,6 +199,8 @@ pub struct Digests {
     stored: HashSet<String>,
     /// When false (the first scan of a fresh workspace, a verification), contents are not kept.
     keep: bool,
+    /// Per path, the content the first scan found there: a rebuild restores it without a blob.
+    baseline: HashMap<String, String>,
 }
 
 impl Digests {
@@ -204,7 +210,7 @@ impl Digests {
         let stored = std::fs::read_dir(&blobs)
             .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
-        Digests { root: ws.to_path_buf(), cache: HashMap::new(), blobs, stored, keep: false }
+        Digests { root: ws.to_path_buf(), cache: HashMap::new(), blobs, stored, keep: false, baseline: HashMap::new() }
     }
 
     /// Stores `bytes` under their sha256 (once) and returns it.
@@ -255,7 +261,9 @@ impl Digests {
                     _ => {
                         let bytes = std::fs::read(&path)?;
                         let sha = sha256_hex(&bytes);
-                        if self.keep && !self.stored.contains(&sha) {
+                        if !self.keep {
+                            self.baseline.insert(rel.clone(), sha.clone());
+                        } else if !self.stored.contains(&sha) && self.baseline.get(&rel) != Some(&sha) {
                             std::fs::create_dir_all(&self.blobs)?;
                             crate::util::write_atomic_unsynced(&self.blobs.join(&sha), &bytes)?;
                             self.stored.insert(sha.clone());
@@ -892,12 +900,11 @@ mod tests {
         // The file grows by one name per step, not by one observation.
         assert!(sizes[2] - sizes[0] < 300, "{sizes:?}");
         assert!(sizes[2] < big.len() as u64, "{sizes:?}");
-        // One blob per observation (a.py may be there too: written within the racy window, it
-        // is hashed again and kept).
+        // One blob per observation, and none for a.py: written within the racy window, it is
+        // hashed again, but its content is the first scan's.
         let blobs: Vec<String> = std::fs::read_dir(cell.join(DIR).join(BLOBS))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|name| *name != sha256_hex(b"x = 1\n"))
             .collect();
         assert_eq!(blobs.len(), 3, "one blob per observation, each written once: {blobs:?}");
         assert!(c.observed.iter().all(|sha| blobs.contains(sha)));
@@ -929,6 +936,37 @@ mod tests {
         assert!(!ws.join("old.py").exists() && !ws.join("stray.txt").exists());
         assert_eq!(std::fs::metadata(ws.join("new/c.sh")).unwrap().permissions().mode() & 0o777, 0o755);
         assert_eq!(std::fs::read_link(&link).unwrap(), ws.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_fixture_content_is_stored_only_where_the_fixture_does_not_have_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n"), ("b.py", "y = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        let link = cell.join("workspace");
+        crate::workspace::fresh(&fixture, &ws, &link).unwrap();
+        // The first scan of a fresh copy: every file is within the racy window.
+        let mut d = Digests::new(&ws, &cell);
+        d.scan().unwrap();
+        // a.py rewritten with its own content, b.py given a.py's: only the second needs a blob.
+        tree(&ws, &[("a.py", "x = 1\n"), ("b.py", "x = 1\n")]);
+        let want = d.scan().unwrap();
+        let blobs: Vec<String> = std::fs::read_dir(cell.join(DIR).join(BLOBS))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(blobs, [sha256_hex(b"x = 1\n")], "b.py's new content, once");
+        std::fs::remove_dir_all(cell.join(DIR)).unwrap();
+        // Without that blob the rebuild cannot give b.py its content; with only a.py unchanged
+        // it needs none.
+        tree(&ws, &[("b.py", "y = 1\n")]);
+        let unchanged = d.scan().unwrap();
+        assert!(!cell.join(DIR).join(BLOBS).exists(), "the fixture's own contents: nothing stored");
+        std::fs::write(ws.join("a.py"), "broken").unwrap();
+        restore(&fixture, &ws, &link, &cell, &unchanged).unwrap();
+        assert!(verify(&ws, &cell, &unchanged).is_ok());
+        assert!(verify(&ws, &cell, &want).is_err());
     }
 
     /// A trace of one step with its checkpoint, as the loop writes it; returns the paths.

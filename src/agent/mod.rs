@@ -104,7 +104,10 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let t0 = Instant::now();
     let clock = crate::process::WaitClock::default();
-    let ended = clock.scope(cell_work(plan, sink)).await;
+    let removals = Arc::new(crate::process::Removals::default());
+    let ended = clock.scope(removals.scope(cell_work(plan, sink))).await;
+    // The cell's folders go while it goes on; what is left of them is waited for here.
+    removals.finish().await;
     let wall_us = t0.elapsed().as_micros() as u64;
     let (commands_us, model_us) = (clock.commands_us(), clock.model_us());
     tracing::debug!(
@@ -239,11 +242,10 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     // The cell has its verdict and is never continued: its checkpoints, which keep a copy of
     // every file it wrote, would only take disk. (A cancelled cell never gets here: the engine
     // ends its trace, and `--resume` continues it from them.)
-    if let Err(e) = std::fs::remove_dir_all(plan.cell_dir.join("checkpoint"))
-        && e.kind() != io::ErrorKind::NotFound
-    {
-        tracing::warn!("cannot remove the finished cell's checkpoints: {e}");
-    }
+    // Removed beside the cell's sandbox, each on a thread of the blocking pool: the cell's
+    // function waits for both (`run_cell_with`).
+    crate::process::Removals::remove_later(plan.cell_dir.join(checkpoint::DIR));
+    crate::process::Removals::drop_later(sandbox);
     Ok(finish(rec))
 }
 

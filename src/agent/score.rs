@@ -124,7 +124,8 @@ const STAGED_VERIFIERS_MAX_BYTES: u64 = 8 << 20;
 /// and of the tests has ended, and the verifier is the cell's last command, so nothing the
 /// agent ran ever sees them.
 struct StagedVerifier {
-    dir: tempfile::TempDir,
+    /// Removed while the cell ends (`process::Removals`).
+    dir: crate::process::DropLater<tempfile::TempDir>,
     trace: std::path::PathBuf,
 }
 
@@ -141,7 +142,7 @@ impl StagedVerifier {
         }
         let copy = dir.path().join("trace.jsonl");
         std::fs::copy(trace, &copy)?;
-        Ok(Some(StagedVerifier { dir, trace: copy }))
+        Ok(Some(StagedVerifier { dir: crate::process::DropLater::new(dir), trace: copy }))
     }
 }
 

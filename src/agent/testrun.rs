@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::bench::{Case, RunnerSpec};
-use crate::process::{self, CommandOutcome, CommandSpec};
+use crate::process::{self, CommandOutcome, CommandSpec, DropLater};
 use crate::sandbox::{Mount, Sandbox};
 use crate::trace::event::RunnerReport;
 
@@ -73,8 +73,9 @@ pub enum ResultsError {
 
 /// A prepared run: its private folder, the script it runs and where its results go.
 struct Prepared {
-    /// The run's own folder, removed when dropped: `results/`, with the nonce.
-    dir: tempfile::TempDir,
+    /// The run's own folder, removed when dropped (while the cell goes on: `Removals`):
+    /// `results/`, with the nonce.
+    dir: DropLater<tempfile::TempDir>,
     /// The folder of the script.
     bin: PathBuf,
     /// The script's file name in `bin`.
@@ -110,7 +111,7 @@ impl Prepared {
         std::fs::create_dir(dir.path().join("results"))?;
         let nonce = nonce();
         std::fs::write(dir.path().join("results/nonce"), &nonce)?;
-        Ok(Prepared { dir, bin, script, nonce, mounts })
+        Ok(Prepared { dir: DropLater::new(dir), bin, script, nonce, mounts })
     }
 
     fn script_path(&self) -> String {
