@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::trace::event::{Batch, EventBody, EventKind, ModelInfo, Outcome, Usage};
 use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
 
+mod hot;
 mod scan;
 
 /// Version of the results line format (`results.jsonl`).
@@ -567,7 +568,10 @@ pub struct Lean {
 
 #[derive(Debug, Clone)]
 pub enum LeanBody {
-    RunStarted(LeanRunStarted),
+    /// Boxed: it is by far the largest variant and comes once per trace, and every line's
+    /// result is moved a few times on its way to the fold (unboxed, those moves were copies of
+    /// about 300 bytes per line, a tenth of replay's time).
+    RunStarted(Box<LeanRunStarted>),
     ModelAction {
         usage: Option<Usage>,
         batch: Option<Batch>,
@@ -646,10 +650,15 @@ impl LeanContext {
     fn of(total_tokens: usize, sections: impl Iterator<Item = (bool, usize)>) -> LeanContext {
         let mut c = LeanContext { total_tokens: total_tokens as u64, ..Default::default() };
         for (reduced, dropped) in sections {
-            c.reduced_sections += u32::from(reduced);
-            c.dropped_blocks += dropped as u32;
+            c.add_section(reduced, dropped);
         }
         c
+    }
+
+    /// Counts one section (the hand-written parser counts them as they pass).
+    fn add_section(&mut self, reduced: bool, dropped: usize) {
+        self.reduced_sections += u32::from(reduced);
+        self.dropped_blocks += dropped as u32;
     }
 }
 
@@ -776,10 +785,14 @@ impl Lean {
     /// `data`, the payload is parsed straight into its lean shape, skipping large fields. A
     /// line with `data` first (another writer) falls back to capturing the payload raw.
     ///
-    /// Lines as hcbench writes them go through the faster deserializer of [`scan`]; a line it
-    /// refuses (anything unusual, or not JSON) is parsed by serde_json with the same visitor,
-    /// which then decides, so both give one result and serde_json names every error.
+    /// Lines as hcbench writes them are read by hand ([`hot`]), else through the faster
+    /// deserializer of [`scan`] with the same visitor; a line both refuse (anything unusual,
+    /// or not JSON) is parsed by serde_json with that visitor, which then decides, so all give
+    /// one result and serde_json names every error.
     pub fn parse(line: &str) -> Result<(Header<'_>, Parsed<Lean>), serde_json::Error> {
+        if let Ok(parsed) = hot::parse(line) {
+            return Ok(parsed);
+        }
         if let Ok(parsed) = scan::parse(line, EnvelopeVisitor) {
             return Ok(parsed);
         }
@@ -809,7 +822,7 @@ impl Lean {
                 agent_spec,
                 ablation,
                 ..
-            } => LeanBody::RunStarted(LeanRunStarted {
+            } => LeanBody::RunStarted(Box::new(LeanRunStarted {
                 case_id: case_id.clone(),
                 category: category.clone(),
                 split: split.clone(),
@@ -819,7 +832,7 @@ impl Lean {
                 epoch: *epoch,
                 agent_spec: agent_spec.clone(),
                 ablation: ablation.clone(),
-            }),
+            })),
             EventBody::ModelAction { usage, batch, .. } => {
                 LeanBody::ModelAction { usage: usage.clone(), batch: *batch }
             }
@@ -900,7 +913,7 @@ impl Lean {
 fn lean_body<'de, D: serde::Deserializer<'de>>(kind: EventKind, d: D) -> Result<LeanBody, D::Error> {
     use serde::de::IgnoredAny;
     Ok(match kind {
-        EventKind::RunStarted => LeanBody::RunStarted(LeanRunStarted::deserialize(d)?),
+        EventKind::RunStarted => LeanBody::RunStarted(Box::new(LeanRunStarted::deserialize(d)?)),
         EventKind::ModelAction => {
             let a = JustUsage::deserialize(d)?;
             LeanBody::ModelAction { usage: a.usage, batch: a.batch }
@@ -1986,24 +1999,32 @@ mod tests {
         std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect()
     }
 
-    /// The fast parser's reading of `line` (None when it refused it), and serde_json's.
-    fn both_parsers(line: &str) -> (Option<String>, Result<String, String>) {
-        let fast = scan::parse(line, EnvelopeVisitor).ok().map(|p| format!("{p:?}"));
-        let slow = Lean::parse_with_serde_json(line).map(|p| format!("{p:?}")).map_err(|e| e.to_string());
-        (fast, slow)
+    /// The fast parsers' readings of `line`, by name (None when one refused it): the
+    /// hand-written one, and the deserializer behind it.
+    fn fast_parsers(line: &str) -> [(&'static str, Option<String>); 2] {
+        [
+            ("hot", hot::parse(line).ok().map(|p| format!("{p:?}"))),
+            ("scan", scan::parse(line, EnvelopeVisitor).ok().map(|p| format!("{p:?}"))),
+        ]
+    }
+
+    /// serde_json's reading of `line`.
+    fn serde_json_reading(line: &str) -> Result<String, String> {
+        Lean::parse_with_serde_json(line).map(|p| format!("{p:?}")).map_err(|e| e.to_string())
     }
 
     #[test]
-    fn the_fast_parser_reads_every_kind_as_serde_json_does() {
-        let mut refused = BTreeSet::new();
+    fn the_fast_parsers_read_every_kind_as_serde_json_does() {
+        let mut refused: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for line in example_lines() {
-            let (fast, slow) = both_parsers(&line);
-            let slow = slow.unwrap();
-            match fast {
-                Some(fast) => assert_eq!(fast, slow, "{line}"),
-                None => {
-                    let kind: serde_json::Value = serde_json::from_str(&line).unwrap();
-                    refused.insert(kind["kind"].as_str().unwrap().to_string());
+            let slow = serde_json_reading(&line).unwrap();
+            for (parser, fast) in fast_parsers(&line) {
+                match fast {
+                    Some(fast) => assert_eq!(fast, slow, "{parser}: {line}"),
+                    None => {
+                        let kind: serde_json::Value = serde_json::from_str(&line).unwrap();
+                        refused.entry(parser).or_default().insert(kind["kind"].as_str().unwrap().to_string());
+                    }
                 }
             }
         }
@@ -2011,11 +2032,13 @@ mod tests {
         // metrics): once or twice per trace. The kinds that make up a trace's bulk do not.
         let allowed: BTreeSet<String> =
             ["run_started", "run_finished", "verifier_result"].iter().map(|s| s.to_string()).collect();
-        assert!(refused.is_subset(&allowed), "refused: {refused:?}");
+        for (parser, kinds) in refused {
+            assert!(kinds.is_subset(&allowed), "{parser} refused: {kinds:?}");
+        }
     }
 
     #[test]
-    fn the_fast_parser_refuses_what_serde_json_refuses() {
+    fn the_fast_parsers_refuse_what_serde_json_refuses() {
         let line = |data: &str| {
             format!(
                 r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"tool_result","data":{data}}}"#
@@ -2049,11 +2072,48 @@ mod tests {
             r#"{"step":"1","tool":"t","ok":true}"#,
             r#"{"step":1,"tool":"t","ok":true,"step":2}"#,
             r#"{"step":1,"tool":"t","ok":1}"#,
+            // What the hand-written walks read themselves: missing, repeated, mistyped or
+            // out-of-range fields, and broken brackets around them.
+            r#"{"tool":"t","ok":true}"#,
+            r#"{"step":4294967296,"tool":"t","ok":true}"#,
+            r#"{"step":1,"tool":"t","ok":true,"modified":["a",]}"#,
+            r#"{"step":1,"tool":"t","ok":true,"modified":["a",1]}"#,
+            r#"{"step":1,"tool":"t","ok":true,"modified":null}"#,
+            r#"{"step":1,"tool":"t","ok":true,"read":1}"#,
+            r#"{"step":1,"tool":"t","ok":true,"denied":null}"#,
+            r#"{"step":1,"tool":"t","ok":true,"ok":true}"#,
+            r#"{"step":1,"tool":"t","ok":true,}"#,
+            r#"{,"step":1,"tool":"t","ok":true}"#,
+            r#"{"step":1"tool":"t","ok":true}"#,
         ];
-        for data in bad {
-            let line = line(data);
-            let (fast, slow) = both_parsers(&line);
-            assert!(fast.is_none(), "the fast parser took {line}");
+        let other = |kind: &str, data: &str| {
+            format!(
+                r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"{kind}","data":{data}}}"#
+            )
+        };
+        let mut lines: Vec<String> = bad.iter().map(|data| line(data)).collect();
+        lines.extend([
+            other("context_packed", r#"{"total_tokens":1}"#),
+            other("context_packed", r#"{"sections":[{"reduced":1}]}"#),
+            other("context_packed", r#"{"sections":[{"dropped":-1}]}"#),
+            other("context_packed", r#"{"sections":[{"dropped":1,"dropped":2}]}"#),
+            other("context_packed", r#"{"sections":[{},]}"#),
+            other("context_packed", r#"{"sections":[null]}"#),
+            other("context_packed", r#"{"sections":[],"total_tokens":1.5}"#),
+            other("model_action", r#"{"usage":{"input_tokens":1}}"#),
+            other("model_action", r#"{"usage":{"input_tokens":1,"output_tokens":2,"cached_input_tokens":"3"}}"#),
+            other("model_action", r#"{"batch":{"id":1,"position":2}}"#),
+            other("model_action", r#"{"batch":{"id":1,"position":2,"size":4294967296}}"#),
+            other("model_action", r#"{"usage":null,"usage":null}"#),
+            other("policy_decision", r#"{"invalid":true}"#),
+            other("policy_decision", r#"{"allowed":"yes"}"#),
+            other("state_updated", r#"{"step":1,}"#),
+        ]);
+        for line in &lines {
+            let slow = serde_json_reading(line);
+            for (parser, fast) in fast_parsers(line) {
+                assert!(fast.is_none(), "the {parser} parser took {line}");
+            }
             assert!(slow.is_err(), "serde_json took {line}");
         }
         // The same for an event of an unknown kind, whose payload is skipped, and for what
@@ -2062,16 +2122,23 @@ mod tests {
             r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"teleported","data":{"a":[1,]}}"#;
         let known = line(r#"{"step":1,"tool":"t","ok":true}"#);
         for line in [unknown.to_string(), format!("{known}x"), format!("{known}}}"), format!("{known},")] {
-            let (fast, slow) = both_parsers(&line);
-            assert!(fast.is_none() && slow.is_err(), "{line}: {fast:?} {slow:?}");
+            let slow = serde_json_reading(&line);
+            for (parser, fast) in fast_parsers(&line) {
+                assert!(fast.is_none() && slow.is_err(), "{parser}: {line}: {fast:?} {slow:?}");
+            }
         }
     }
 
     #[test]
-    fn the_fast_parser_reads_escapes_unknown_kinds_and_odd_values_as_serde_json_does() {
+    fn the_fast_parsers_read_escapes_unknown_kinds_and_odd_values_as_serde_json_does() {
         let line = |data: &str| {
             format!(
                 r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"tool_result","data":{data}}}"#
+            )
+        };
+        let other = |kind: &str, data: &str| {
+            format!(
+                r#"{{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"{kind}","data":{data}}}"#
             )
         };
         let taken = [
@@ -2084,8 +2151,18 @@ mod tests {
             line(
                 r#"{"step":1,"tool":"t","ok":true,"output":"\u00e9\u20AC\ud83d\ude00","x":{"a":[1,2,{"b":null}],"c":-1.5e-3,"d":0,"e":1E+2,"f":true,"g":false,"h":[],"i":{}}}"#,
             ),
-            // A struct written as an array, as serde_json reads it.
-            line(r#"[1,"t",true]"#),
+            // Fields in another order than the writer's, defaults, nulls for options, and
+            // unknown keys repeated (serde skips them each time).
+            line(r#"{"read":null,"x":1,"x":2,"ok":false,"denied":true,"tool":"","step":4294967295,"modified":[]}"#),
+            other("context_packed", r#"{"total_tokens":7,"sections":[{"reduced":true,"dropped":3,"name":"a"},{}],"mode":"m"}"#),
+            other("context_packed", r#"{"sections":[]}"#),
+            other(
+                "model_action",
+                r#"{"args":{"a":[]},"batch":{"size":3,"id":1,"position":2,"x":0},"usage":{"output_tokens":2,"input_tokens":1,"cached_input_tokens":null}}"#,
+            ),
+            other("model_action", r#"{"usage":null,"batch":null}"#),
+            other("model_action", r#"{}"#),
+            other("policy_decision", r#"{"allowed":false,"invalid":true,"reason":"r"}"#),
             // Unknown kinds, with a valid payload and with a payload before the kind.
             r#"{"schema_version":2,"run_id":"r","cell_id":"c","seq":1,"ts":"t","kind":"teleported","data":{"a":[1,"\""]}}"#
                 .to_string(),
@@ -2096,13 +2173,27 @@ mod tests {
                 .to_string(),
         ];
         for line in &taken {
-            let (fast, slow) = both_parsers(line);
-            let slow = slow.unwrap();
-            assert_eq!(fast.as_ref(), Some(&slow), "{line}");
+            let slow = serde_json_reading(line).unwrap();
+            for (parser, fast) in fast_parsers(line) {
+                assert_eq!(fast.as_ref(), Some(&slow), "{parser}: {line}");
+            }
+        }
+        // Taken by the deserializer only: a struct written as an array, as serde_json reads
+        // it, and an envelope key given twice (serde takes the last).
+        let by_scan = [
+            line(r#"[1,"t",true]"#),
+            r#"{"schema_version":2,"seq":0,"run_id":"r","cell_id":"c","seq":1,"kind":"state_updated","data":{}}"#
+                .to_string(),
+        ];
+        for line in &by_scan {
+            let slow = serde_json_reading(line).unwrap();
+            let [(_, hot), (_, scan)] = fast_parsers(line);
+            assert_eq!((hot, scan.as_ref()), (None, Some(&slow)), "{line}");
+            assert_eq!(format!("{:?}", Lean::parse(line).unwrap()), slow, "the fallback reads {line}");
         }
         // Left to serde_json, which reads them: a \u escape in a string the fold reads,
         // whitespace, a negative number or a fraction the fold reads, the payload before the
-        // kind, nesting deeper than the fast parser goes (serde_json skips any depth).
+        // kind, nesting deeper than the fast parsers go (serde_json skips any depth).
         let left = [
             line(&format!(r#"{{"step":1,"tool":"t","ok":true,"output":{}{}}}"#, "[".repeat(200), "]".repeat(200))),
             line(r#"{"step":1,"tool":"\u00e9","ok":true}"#),
@@ -2114,21 +2205,23 @@ mod tests {
                 .to_string(),
         ];
         for line in &left {
-            let (fast, slow) = both_parsers(line);
-            assert!(fast.is_none(), "{line}");
+            let slow = serde_json_reading(line);
+            for (parser, fast) in fast_parsers(line) {
+                assert!(fast.is_none(), "{parser}: {line}");
+            }
             assert!(slow.is_ok(), "{line}: {slow:?}");
             assert_eq!(format!("{:?}", Lean::parse(line).unwrap()), slow.unwrap(), "the fallback reads {line}");
         }
     }
 
-    /// Random edits of real lines: whenever the fast parser takes a line, serde_json takes it
+    /// Random edits of real lines: whenever a fast parser takes a line, serde_json takes it
     /// too and reads the same (the fuzz target `trace` checks the same end to end).
     #[test]
-    fn the_fast_parser_never_takes_an_edited_line_serde_json_refuses() {
+    fn the_fast_parsers_never_take_an_edited_line_serde_json_refuses() {
         let lines = example_lines();
         let pieces = ["\"", "\\", ",", "}", "{", "]", "[", ":", "0", "-", ".", "e", "u", " ", "1", "n", "\\u", "\\\""];
         let mut rng = fastrand::Rng::with_seed(19);
-        let (mut taken, mut refused) = (0, 0);
+        let (mut taken, mut refused) = ([0; 2], [0; 2]);
         for _ in 0..40_000 {
             let mut line = lines[rng.usize(..lines.len())].clone();
             for _ in 0..rng.usize(1..=3) {
@@ -2147,15 +2240,19 @@ mod tests {
                     _ => {}
                 }
             }
-            let (fast, slow) = both_parsers(&line);
-            match fast {
-                Some(fast) => {
-                    taken += 1;
-                    assert_eq!(Ok(fast), slow, "{line}");
+            let slow = serde_json_reading(&line);
+            for (i, (parser, fast)) in fast_parsers(&line).into_iter().enumerate() {
+                match fast {
+                    Some(fast) => {
+                        taken[i] += 1;
+                        assert_eq!(Ok(fast), slow, "{parser}: {line}");
+                    }
+                    None => refused[i] += 1,
                 }
-                None => refused += 1,
             }
         }
-        assert!(taken > 1000 && refused > 1000, "taken {taken}, refused {refused}");
+        for i in 0..2 {
+            assert!(taken[i] > 1000 && refused[i] > 1000, "taken {taken:?}, refused {refused:?}");
+        }
     }
 }

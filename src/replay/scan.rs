@@ -20,6 +20,10 @@
 //! newtypes, enums written as objects, and map keys read as anything but strings. Everything
 //! it accepts goes through the same visitors and derived types as the serde_json path, so the
 //! values are those serde_json would build. UTF-8 is the reader's: lines arrive as `&str`.
+//!
+//! The hand-written walks of the hot kinds ([`super::hot`]) read lines with this module's
+//! primitives (string search, checked skipping, integers) under the same contract, and fall
+//! back here for what they do not take.
 
 use serde::de::{self, Visitor};
 
@@ -50,27 +54,36 @@ type Result<T> = std::result::Result<T, Refused>;
 /// Deserializes `line` (one whole JSON value, nothing after it) with `visitor`, through
 /// `deserialize_map`, as the envelope of an event is read.
 pub(crate) fn parse<'de, V: Visitor<'de>>(line: &'de str, visitor: V) -> Result<V::Value> {
-    if has_control_byte(line.as_bytes()) {
-        return Err(Refused);
-    }
-    let mut scan = Scan { text: line, pos: 0, depth: 0, scratch: String::new() };
+    let mut scan = Scan::new(line)?;
     let value = de::Deserializer::deserialize_map(&mut scan, visitor)?;
-    if scan.pos != line.len() {
-        return Err(Refused);
-    }
+    scan.end()?;
     Ok(value)
 }
 
 /// The first `"` or `\\` at or after `from`. Most strings of a trace are short (keys, names,
-/// ids): their first bytes are looked at one by one, which costs less than a call to `memchr2`
-/// (measured), and only a longer string is searched with it.
+/// ids, and the runs of text between a tool output's `\n` escapes): their first 32 bytes are
+/// looked at eight at a time in a `u64`, which costs less than a call to `memchr2` (measured),
+/// and only the rest of a longer string is searched with it.
 fn quote_or_backslash(bytes: &[u8], from: usize) -> Result<usize> {
-    let rest = &bytes[from..];
-    let head = rest.len().min(24);
-    if let Some(i) = rest[..head].iter().position(|&b| b == b'"' || b == b'\\') {
-        return Ok(from + i);
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    let stop = bytes.len().min(from + 32);
+    let mut at = from;
+    while at + 8 <= stop {
+        let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
+        // A byte of `x` is zero where the word holds the byte searched for; `(x - 1) & !x`
+        // sets the high bit of the lowest such byte exactly (a borrow can only mark bytes
+        // above a real match), so the lowest bit set is the first match.
+        let (q, b) = (word ^ QUOTES, word ^ BACKSLASHES);
+        let found = ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGH;
+        if found != 0 {
+            return Ok(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
     }
-    memchr::memchr2(b'"', b'\\', &rest[head..]).map(|i| from + head + i).ok_or(Refused)
+    memchr::memchr2(b'"', b'\\', &bytes[at..]).map(|i| at + i).ok_or(Refused)
 }
 
 /// Whether any byte is below 0x20, without a branch per byte (the loop vectorizes).
@@ -78,7 +91,8 @@ fn has_control_byte(bytes: &[u8]) -> bool {
     bytes.chunks(64).any(|chunk| chunk.iter().fold(false, |found, &b| found | (b < 0x20)))
 }
 
-struct Scan<'de> {
+/// A line being read; [`super::hot`] walks it by hand with the same primitives.
+pub(super) struct Scan<'de> {
     text: &'de str,
     pos: usize,
     depth: u32,
@@ -87,17 +101,91 @@ struct Scan<'de> {
 }
 
 /// A string as read: borrowed from the line, or unescaped into the scratch buffer.
-enum Text<'de, 's> {
+pub(super) enum Text<'de, 's> {
     Line(&'de str),
     Unescaped(&'s str),
 }
 
 impl<'de> Scan<'de> {
-    fn peek(&self) -> Result<u8> {
+    /// A scan of `line`, refused at once when it holds a byte below 0x20 (which rules out
+    /// control bytes in strings, and whitespace between tokens).
+    pub(super) fn new(line: &'de str) -> Result<Scan<'de>> {
+        if has_control_byte(line.as_bytes()) {
+            return Err(Refused);
+        }
+        Ok(Scan { text: line, pos: 0, depth: 0, scratch: String::new() })
+    }
+
+    /// Checks that the whole line was read.
+    pub(super) fn end(&self) -> Result<()> {
+        if self.pos != self.text.len() {
+            return Err(Refused);
+        }
+        Ok(())
+    }
+
+    /// The bytes of a key without escapes, at its opening quote, and the `:` after it. A key
+    /// with an escape is refused (serde would read it unescaped).
+    pub(super) fn plain_key(&mut self) -> Result<&'de [u8]> {
+        self.expect(b'"')?;
+        let bytes = self.text.as_bytes();
+        let end = quote_or_backslash(bytes, self.pos)?;
+        if bytes[end] != b'"' || bytes.get(end + 1) != Some(&b':') {
+            return Err(Refused);
+        }
+        let key = &bytes[self.pos..end];
+        self.pos = end + 2;
+        Ok(key)
+    }
+
+    /// Opens the object or array that starts with `open`, one level deeper.
+    pub(super) fn open(&mut self, open: u8) -> Result<()> {
+        self.expect(open)?;
+        self.enter()
+    }
+
+    /// Moves to the next entry of an object or array opened with [`Scan::open`] (`first`
+    /// until its first entry); false at its closing `close`, which is read, back one level.
+    pub(super) fn next_entry(&mut self, first: &mut bool, close: u8) -> Result<bool> {
+        let byte = self.peek()?;
+        if byte == close {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(false);
+        }
+        if std::mem::take(first) {
+            return Ok(true);
+        }
+        if byte != b',' {
+            return Err(Refused);
+        }
+        self.pos += 1;
+        Ok(true)
+    }
+
+    /// Reads `true` or `false`.
+    pub(super) fn boolean(&mut self) -> Result<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| true),
+            b'f' => self.literal(b"false").map(|()| false),
+            _ => Err(Refused),
+        }
+    }
+
+    /// Reads `null` if it comes next: true when it did.
+    pub(super) fn null(&mut self) -> Result<bool> {
+        if self.peek()? != b'n' {
+            return Ok(false);
+        }
+        self.literal(b"null")?;
+        Ok(true)
+    }
+
+    pub(super) fn peek(&self) -> Result<u8> {
         self.text.as_bytes().get(self.pos).copied().ok_or(Refused)
     }
 
-    fn expect(&mut self, byte: u8) -> Result<()> {
+    pub(super) fn expect(&mut self, byte: u8) -> Result<()> {
         if self.peek()? != byte {
             return Err(Refused);
         }
@@ -113,7 +201,7 @@ impl<'de> Scan<'de> {
         Ok(())
     }
 
-    fn enter(&mut self) -> Result<()> {
+    pub(super) fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(Refused);
@@ -122,7 +210,7 @@ impl<'de> Scan<'de> {
     }
 
     /// Reads the string at `pos` (at its opening quote).
-    fn string(&mut self) -> Result<Text<'de, '_>> {
+    pub(super) fn string(&mut self) -> Result<Text<'de, '_>> {
         self.expect(b'"')?;
         let bytes = self.text.as_bytes();
         let start = self.pos;
@@ -229,7 +317,7 @@ impl<'de> Scan<'de> {
 
     /// Reads an unsigned integer of at most 19 digits (always within u64); anything else that
     /// is a number is refused, so serde_json decides how to read it.
-    fn unsigned(&mut self) -> Result<u64> {
+    pub(super) fn unsigned(&mut self) -> Result<u64> {
         let bytes = self.text.as_bytes();
         let from = self.pos;
         self.digits();
@@ -246,7 +334,7 @@ impl<'de> Scan<'de> {
     }
 
     /// Skips any value, checking it is JSON.
-    fn skip_value(&mut self) -> Result<()> {
+    pub(super) fn skip_value(&mut self) -> Result<()> {
         match self.peek()? {
             b'"' => self.skip_string(),
             b'{' => {
@@ -590,5 +678,31 @@ impl<'de> de::Deserializer<'de> for Key<'_, 'de> {
         _v: V,
     ) -> Result<V::Value> {
         Err(Refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-at-a-time search finds what a byte-by-byte one finds, wherever the quote or
+    /// backslash lies against the eight-byte words and the 32-byte head, and whatever the
+    /// other bytes are (bytes near `"` and `\\` included, which could fool a careless mask).
+    #[test]
+    fn the_word_search_finds_the_first_quote_or_backslash() {
+        let mut rng = fastrand::Rng::with_seed(20);
+        let fillers = [b'a', b'!', b'#', b'[', b']', 0x21, 0x23, 0x5b, 0x5d, 0xc3, 0xa9, 0x7f, 0xff, 0x00];
+        for _ in 0..20_000 {
+            let len = rng.usize(0..80);
+            let mut bytes: Vec<u8> = (0..len).map(|_| fillers[rng.usize(..fillers.len())]).collect();
+            for _ in 0..rng.usize(0..3) {
+                if len > 0 {
+                    bytes[rng.usize(..len)] = if rng.bool() { b'"' } else { b'\\' };
+                }
+            }
+            let from = rng.usize(0..=len);
+            let naive = bytes[from..].iter().position(|&b| b == b'"' || b == b'\\').map(|i| from + i);
+            assert_eq!(quote_or_backslash(&bytes, from).ok(), naive, "{bytes:?} from {from}");
+        }
     }
 }

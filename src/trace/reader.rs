@@ -156,7 +156,19 @@ pub fn for_each_line<T>(
     read_lines(reader, path, run_id, parse, sink)
 }
 
-/// [`for_each_line`] over any byte source; `path` names it in errors.
+/// [`for_each_line`] over any byte source (a trace already in memory, a member of a pack);
+/// `path` names it in errors.
+pub fn for_each_line_from<T>(
+    reader: impl BufRead,
+    path: &Path,
+    run_id: Option<&str>,
+    parse: impl for<'l> FnMut(&'l str) -> Result<(Header<'l>, Parsed<T>), serde_json::Error>,
+    sink: impl FnMut(&Header, T),
+) -> Result<ReadStats, TraceError> {
+    read_lines(reader, path, run_id, parse, sink)
+}
+
+/// The line loop of [`for_each_line`].
 ///
 /// A line that lies whole in the reader's buffer is parsed where it lies; only a line cut by
 /// the buffer's end is copied, so the bytes of a trace are not moved once more before parsing.
