@@ -13,9 +13,9 @@
 //! The merged directory keeps every trace as the shard wrote it (each event still names the
 //! shard's run id; the merged manifest lists the shards, and [`Manifest::trace_run_ids`] says
 //! which run each cell's trace must belong to). Each trace's stored frame is copied into the
-//! merged run's own pack (src/trace/pack.rs) whatever layout the shard has (its pack, a
-//! per-cell `trace.jsonl.zst`, or a plain trace, compressed on the way): finished traces are
-//! immutable, so no frame is decoded. What else a cell's folder holds (artifacts,
+//! merged run's own pack (src/trace/pack.rs), from the shard's pack or its per-cell
+//! `trace.jsonl.zst`: finished traces are immutable, so no frame is decoded. A plain trace (a
+//! shard written before compression) is hard-linked into the cell's folder, as before. What else a cell's folder holds (artifacts,
 //! delegations) is hard-linked where the file system allows it and copied otherwise. The
 //! merged run's `workspaces` is a folder with one link per shard run, named by its run id, to
 //! that shard's workspaces. The shard directories are only read.
@@ -261,24 +261,43 @@ fn merged_manifest(runs: &[ShardRun], by_index: &BTreeMap<u32, &ShardRun>) -> Ma
 const COPY_CHUNK: usize = 512;
 
 /// Appends each cell's stored trace frame, from its shard, to the merged run's pack, in plan
-/// order; frames are read a chunk at a time in parallel.
+/// order; frames are read a chunk at a time in parallel. A plain trace (a shard from before
+/// compressed traces) is hard-linked into the cell's folder instead, as merges always did:
+/// compressing it here would cost a merge of 10,000 such cells several seconds.
 fn copy_traces(out: &Path, cells: &[(&str, &ShardRun)]) -> Result<(), MergeError> {
     let pack_err = |source| MergeError::Io { path: out.join(crate::trace::pack::PACK), source };
     let mut writer = crate::trace::pack::PackWriter::open(out).map_err(pack_err)?;
     for chunk in cells.chunks(COPY_CHUNK) {
-        let frames: Vec<Vec<u8>> = chunk
+        let frames: Vec<Option<Vec<u8>>> = chunk
             .par_iter()
             .map(|(cell, shard)| {
                 let trace = shard.path.join("cells").join(cell).join(crate::trace::stored::TRACE);
-                crate::trace::stored::stored_frame(&trace)
-                    .map_err(|source| MergeError::Io { path: trace.clone(), source })
+                let copied = if trace.is_file() {
+                    let to = out.join("cells").join(cell);
+                    std::fs::create_dir_all(&to)
+                        .and_then(|()| link_or_copy(&trace, &to.join(crate::trace::stored::TRACE)))
+                        .map(|()| None)
+                } else {
+                    crate::trace::stored::stored_frame(&trace).map(Some)
+                };
+                copied.map_err(|source| MergeError::Io { path: trace.clone(), source })
             })
             .collect::<Result<_, _>>()?;
         for ((cell, _), frame) in chunk.iter().zip(&frames) {
-            writer.append(cell, frame).map_err(pack_err)?;
+            if let Some(frame) = frame {
+                writer.append(cell, frame).map_err(pack_err)?;
+            }
         }
     }
     writer.sync().map_err(pack_err)
+}
+
+/// A hard link of `src` at `dst`, or a copy across file systems.
+fn link_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
+    if std::fs::hard_link(src, dst).is_err() {
+        std::fs::copy(src, dst)?;
+    }
+    Ok(())
 }
 
 /// The merged run's `workspaces`: a folder with one link per shard, named by the shard's run
@@ -329,8 +348,8 @@ fn link_tree(from: &Path, to: &Path, cell_top: bool) -> io::Result<()> {
             std::os::unix::fs::symlink(target, &dst)?;
         } else if kind.is_dir() {
             link_tree(&src, &dst, false)?;
-        } else if std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst)?;
+        } else {
+            link_or_copy(&src, &dst)?;
         }
     }
     Ok(())
