@@ -223,8 +223,8 @@ fn size(path: &Path) -> u64 {
     }
 }
 
-/// Splits the run into four shard runs (manifests with `shard`, cell folders hard-linked,
-/// results.jsonl from the summaries) and times their merge.
+/// Splits the run into four shard runs (manifests with `shard`, each cell's trace in the
+/// shard's pack, results.jsonl from the summaries) and times their merge.
 fn merge_shards(run_dir: &std::path::Path, cells: &[hcbench::replay::CellSummary]) {
     use hcbench::shard::Shard;
     let count = 4;
@@ -242,11 +242,11 @@ fn merge_shards(run_dir: &std::path::Path, cells: &[hcbench::replay::CellSummary
         m.shard = Some(shard);
         std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
         let mut lines = String::new();
+        // Each shard's traces in its pack, as hcbench writes them (src/trace/pack.rs).
+        let mut pack = hcbench::trace::pack::PackWriter::open(&dir).unwrap();
         for cell in shard.select(&plan) {
-            let to = dir.join("cells").join(&cell.cell_id);
-            std::fs::create_dir_all(&to).unwrap();
-            std::fs::hard_link(run_dir.join("cells").join(&cell.cell_id).join("trace.jsonl"), to.join("trace.jsonl"))
-                .unwrap();
+            let plain = std::fs::read(run_dir.join("cells").join(&cell.cell_id).join("trace.jsonl")).unwrap();
+            pack.append(&cell.cell_id, &hcbench::trace::stored::compress_frame(&plain).unwrap()).unwrap();
             let summary = by_id[cell.cell_id.as_str()];
             lines.push_str(&serde_json::to_string(summary).unwrap());
             lines.push('\n');
@@ -264,7 +264,7 @@ fn merge_shards(run_dir: &std::path::Path, cells: &[hcbench::replay::CellSummary
     let reports = t.elapsed().as_secs_f64();
     assert_eq!(merged.merged, cells.len());
     println!(
-        "merge of {} cells from {count} shards: {merge:.2}s (checks, hard links, results.jsonl); its reports {reports:.2}s",
+        "merge of {} cells from {count} shards: {merge:.2}s (checks, frames copied into one pack, results.jsonl); its reports {reports:.2}s",
         merged.merged
     );
 }

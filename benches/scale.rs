@@ -10,8 +10,12 @@
 //! - the run directory on disk: allocated blocks (what `du` says), apparent bytes, files and
 //!   folders (empty ones counted apart), and the same for the run's workspaces, which live
 //!   outside it (`<workspaces>/<run_id>/`);
-//! - replay throughput of one cell's trace, plain beside zstd-compressed (MB/s of the
-//!   uncompressed bytes), so a compressed trace is shown to replay as fast as the bench asks.
+//! - the run directory in the pack layout (src/trace/pack.rs) and, converted, in the two
+//!   layouts before it (a folder and a `trace.jsonl.zst` per cell; a folder and a plain
+//!   `trace.jsonl` per cell), with the time to replay the whole run in each;
+//! - replay throughput of one cell's trace, plain beside zstd-compressed in its own file and in
+//!   a pack (MB/s of the uncompressed bytes), so a compressed trace is shown to replay as fast
+//!   as the bench asks.
 //!
 //! Run: `cargo bench --bench scale` (env HCBENCH_SCALE_SIZES, default `164,1640`; add 4920 when
 //! there is time: about 0.1 s of test commands per cell at `--jobs 2`; HCBENCH_SCALE_JOBS,
@@ -134,19 +138,35 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        // The same events in the layout before compressed traces (every trace plain), for the
-        // before/after comparison.
+        // Replay of the whole run (every cell, in parallel as `hcbench report` does) in this
+        // layout and in the two before it, with the disk each takes: the pack; a folder and a
+        // trace.jsonl.zst per cell; a folder and a plain trace.jsonl per cell.
+        let replay_s = replay_run_s(&out);
+        println!(
+            "       pack layout: cells/ + cells.pack(.index) {:.2} KB/cell ({} entries in cells/); whole-run replay {:.3}s",
+            (cells_dir.blocks_bytes + pack_bytes(&out)) as f64 / 1024.0 / cells as f64,
+            std::fs::read_dir(out.join("cells")).unwrap().count(),
+            replay_s
+        );
+        hcbench::trace::stored::unpack(&out, true).unwrap();
+        let zst = (usage(&out), usage(&out.join("cells")), replay_run_s(&out));
+        println!(
+            "       same run, a folder and a .zst per cell (the layout before the pack): {:.1} KB/cell allocated (cells/ {:.1}); whole-run replay {:.3}s",
+            zst.0.blocks_bytes as f64 / 1024.0 / cells as f64,
+            zst.1.blocks_bytes as f64 / 1024.0 / cells as f64,
+            zst.2
+        );
         for cell in std::fs::read_dir(out.join("cells")).unwrap().flatten() {
             hcbench::trace::stored::restore_plain(&cell.path().join("trace.jsonl")).unwrap();
         }
-        let old = usage(&out);
-        let old_cells = usage(&out.join("cells"));
+        let old = (usage(&out), usage(&out.join("cells")), replay_run_s(&out));
         println!(
-            "       same run, plain traces (the old layout): {:.1} MB, {:.1} KB/cell allocated (cells/ {:.1}), {:.1} KB/cell apparent",
-            old.blocks_bytes as f64 / 1e6,
-            old.blocks_bytes as f64 / 1024.0 / cells as f64,
-            old_cells.blocks_bytes as f64 / 1024.0 / cells as f64,
-            old.apparent as f64 / 1024.0 / cells as f64,
+            "       same run, plain traces (the layout before compression): {:.1} MB, {:.1} KB/cell allocated (cells/ {:.1}), {:.1} KB/cell apparent; whole-run replay {:.3}s",
+            old.0.blocks_bytes as f64 / 1e6,
+            old.0.blocks_bytes as f64 / 1024.0 / cells as f64,
+            old.1.blocks_bytes as f64 / 1024.0 / cells as f64,
+            old.0.apparent as f64 / 1024.0 / cells as f64,
+            old.2
         );
         last_run = Some(out);
     }
@@ -322,16 +342,43 @@ fn walk(path: &Path, u: &mut Usage) {
     }
 }
 
-/// Replay of one cell's trace, many times over, from the plain file and from its zstd form:
-/// MB/s of the uncompressed bytes, median of five rounds, side by side.
+/// Allocated bytes of the run's pack and its index.
+fn pack_bytes(run: &Path) -> u64 {
+    ["cells.pack", "cells.pack.index"]
+        .iter()
+        .filter_map(|n| std::fs::metadata(run.join(n)).ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
+
+/// Seconds to replay every trace of `run` (`hcbench::replay::replay_run`, rayon over the
+/// cells), median of three.
+fn replay_run_s(run: &Path) -> f64 {
+    let mut rounds: Vec<f64> = (0..3)
+        .map(|_| {
+            let t0 = Instant::now();
+            let traces = hcbench::replay::replay_run(run, &|_| None).unwrap();
+            assert!(traces.iter().all(|(_, r)| r.is_ok()));
+            std::hint::black_box(traces);
+            t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    rounds.sort_by(f64::total_cmp);
+    rounds[1]
+}
+
+/// Replay of one cell's trace, many times over, from the plain file, from its zstd form in its
+/// folder, and from a run's pack: MB/s of the uncompressed bytes, median of five rounds, side
+/// by side, on one thread.
 fn replay_arms(run: &Path, scratch: &Path) {
     let cell = std::fs::read_dir(run.join("cells")).unwrap().flatten().next().unwrap().path();
     let plain = scratch.join("replay-plain/trace.jsonl");
     let packed = scratch.join("replay-zst/trace.jsonl");
+    let in_pack = scratch.join("replay-pack/cells/c/trace.jsonl");
     for p in [&plain, &packed] {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     }
-    // Whatever layout the run left, make one plain and one compressed copy of the same events.
+    // Whatever layout the run left, make one plain and two compressed copies of the same events.
     let mut text = Vec::new();
     std::io::Read::read_to_end(&mut hcbench::trace::stored::open(&cell.join("trace.jsonl")).unwrap(), &mut text)
         .unwrap();
@@ -339,10 +386,16 @@ fn replay_arms(run: &Path, scratch: &Path) {
     std::fs::copy(&plain, &packed).unwrap();
     hcbench::trace::stored::compress(&packed).unwrap();
     let zst_len = std::fs::metadata(packed.with_extension("jsonl.zst")).unwrap().len();
+    let pack_dir = scratch.join("replay-pack");
+    std::fs::create_dir_all(pack_dir.join("cells")).unwrap();
+    hcbench::trace::pack::PackWriter::open(&pack_dir)
+        .unwrap()
+        .append("c", &hcbench::trace::stored::compress_frame(&text).unwrap())
+        .unwrap();
     let reps = (64 * 1024 * 1024 / text.len()).max(1);
     let mut report = String::new();
     let mut rates = Vec::new();
-    for (name, path) in [("plain", &plain), ("zstd", &packed)] {
+    for (name, path) in [("plain", &plain), ("zstd file", &packed), ("pack", &in_pack)] {
         let mut rounds = Vec::new();
         for _ in 0..5 {
             let t0 = Instant::now();
@@ -356,10 +409,11 @@ fn replay_arms(run: &Path, scratch: &Path) {
         let _ = write!(report, "{name}: {:.0} MB/s  ", rounds[2]);
     }
     println!(
-        "replay of one cell's trace ({} bytes; {} compressed, {:.1}x), {reps} times per round, median of 5: {report}(zstd/plain {:.2})",
+        "replay of one cell's trace ({} bytes; {} compressed, {:.1}x), {reps} times per round, median of 5: {report}(zstd file/plain {:.2}, pack/plain {:.2})",
         text.len(),
         zst_len,
         text.len() as f64 / zst_len as f64,
-        rates[1] / rates[0]
+        rates[1] / rates[0],
+        rates[2] / rates[0]
     );
 }

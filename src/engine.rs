@@ -178,6 +178,7 @@ where
     let semaphore = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let announced: Arc<Mutex<Vec<String>>> = Arc::default();
+    let pack = Arc::new(crate::trace::pack::Appender::new(run_dir));
     let mut set = tokio::task::JoinSet::new();
     // Permits are taken here, in plan order, before each cell is spawned: cells start in plan
     // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
@@ -198,8 +199,8 @@ where
             }
         }
         announce_unavailable(&cell, &announced, sink.as_ref());
-        let (sink, done, cancel, spent, announced) =
-            (sink.clone(), done.clone(), cancel.clone(), spent.clone(), announced.clone());
+        let (sink, done, cancel, spent, announced, pack) =
+            (sink.clone(), done.clone(), cancel.clone(), spent.clone(), announced.clone(), pack.clone());
         // The cell runs in a task of its own so a panic in it is caught here as a JoinError
         // and ends that cell, not the run.
         let mut task = tokio::spawn(run(cell.clone()));
@@ -222,7 +223,7 @@ where
                 }
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
-            store_finished(&cell, &summary);
+            store_finished(&cell, &summary, &pack);
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             // Said as soon as it is known, also when no cell of the profile is left to start.
             announce_first_failure(&cell, &announced, sink.as_ref());
@@ -238,6 +239,9 @@ where
         // a panic in a sink, which is a bug to surface, not a cell outcome.
         let (index, summary) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         out[index] = Some(summary);
+    }
+    if let Err(e) = pack.finish() {
+        tracing::warn!("cannot sync the run's pack of traces in {}: {e}", run_dir.display());
     }
     out.into_iter().flatten().collect()
 }
@@ -279,19 +283,18 @@ fn panic_text(e: tokio::task::JoinError) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// Stores a cell's trace compressed once the cell has its verdict (src/trace/stored.rs says why
-/// only then). A cancelled cell is left plain: `--resume` continues or replaces it. A trace
-/// that cannot be compressed stays plain, which every reader reads as well: a warning, not a
-/// failed cell.
-fn store_finished(cell: &CellPlan, summary: &CellSummary) {
+/// Stores a cell's trace in the run's pack once the cell has its verdict (src/trace/stored.rs
+/// and src/trace/pack.rs say why only then, and how). A cancelled cell is left plain:
+/// `--resume` continues or replaces it. A trace that cannot be stored stays plain, which every
+/// reader reads as well: a warning, not a failed cell.
+fn store_finished(cell: &CellPlan, summary: &CellSummary, pack: &crate::trace::pack::Appender) {
     if summary.outcome.is_none_or(|o| o == Outcome::Cancelled) {
         return;
     }
-    let trace = cell.cell_dir.join("trace.jsonl");
-    if trace.exists()
-        && let Err(e) = crate::trace::stored::compress(&trace)
+    if cell.cell_dir.join(crate::trace::stored::TRACE).exists()
+        && let Err(e) = crate::trace::stored::store_finished(pack, &cell.cell_id, &cell.cell_dir)
     {
-        tracing::warn!(cell = %cell.cell_id, "cannot compress the finished trace {}: {e}; it stays plain", trace.display());
+        tracing::warn!(cell = %cell.cell_id, "cannot store the finished trace of {} in the run's pack: {e}; it stays plain", cell.cell_dir.display());
     }
 }
 
@@ -391,7 +394,8 @@ mod tests {
         let mut trace = String::new();
         let path = dir.path().join("cells").join(&doomed).join("trace.jsonl");
         std::io::Read::read_to_string(&mut crate::trace::stored::open(&path).unwrap(), &mut trace).unwrap();
-        assert!(!path.exists(), "a finished cell's trace is stored compressed");
+        assert!(!path.exists(), "a finished cell's trace is stored in the run's pack");
+        assert!(!path.parent().unwrap().exists(), "and its folder, empty then, is gone");
         let last: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
         assert_eq!(last["kind"], "run_finished", "{trace}");
         assert_eq!(last["data"]["outcome"], "harness_error", "{trace}");

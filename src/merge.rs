@@ -12,9 +12,13 @@
 //!
 //! The merged directory keeps every trace as the shard wrote it (each event still names the
 //! shard's run id; the merged manifest lists the shards, and [`Manifest::trace_run_ids`] says
-//! which run each cell's trace must belong to). Finished traces are immutable, so they are
-//! hard-linked where the file system allows it and copied otherwise: a merge of 10,000 cells
-//! moves no trace bytes. The shard directories are only read.
+//! which run each cell's trace must belong to). Each trace's stored frame is copied into the
+//! merged run's own pack (src/trace/pack.rs), from the shard's pack or its per-cell
+//! `trace.jsonl.zst`: finished traces are immutable, so no frame is decoded. A plain trace (a
+//! shard written before compression) is hard-linked into the cell's folder, as before. What else a cell's folder holds (artifacts,
+//! delegations) is hard-linked where the file system allows it and copied otherwise. The
+//! merged run's `workspaces` is a folder with one link per shard run, named by its run id, to
+//! that shard's workspaces. The shard directories are only read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -115,13 +119,14 @@ pub fn merge(out: &Path, shards: &[PathBuf], allow_partial: bool) -> Result<Merg
         plan.iter().zip(&owners).map(|(c, o)| (c.cell_id.as_str(), *o)).collect();
     for run in &runs {
         let index = run.manifest.shard.expect("read_shard checked").index;
-        let Ok(entries) = std::fs::read_dir(run.path.join("cells")) else { continue };
-        for entry in entries.filter_map(Result::ok) {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(&owner) = owner_of.get(name.as_str())
+        let traces = crate::trace::stored::traces_of_run(&run.path).unwrap_or_default();
+        for trace in traces {
+            let Some(name) = trace.parent().and_then(Path::file_name) else { continue };
+            let name = name.to_string_lossy();
+            if let Some(&owner) = owner_of.get(name.as_ref())
                 && owner != index
             {
-                return Err(MergeError::Duplicate { cell: name, path: run.path.clone(), owner, count });
+                return Err(MergeError::Duplicate { cell: name.into_owned(), path: run.path.clone(), owner, count });
             }
         }
     }
@@ -154,12 +159,21 @@ pub fn merge(out: &Path, shards: &[PathBuf], allow_partial: bool) -> Result<Merg
         let path = path.to_path_buf();
         move |source| MergeError::Io { path: path.clone(), source }
     };
-    // Cells are linked in parallel: each is its own directory, so there is nothing to order.
-    plan.par_iter().zip(&owners).zip(&found).filter(|(_, f)| f.is_some()).try_for_each(|((cell, owner), _)| {
-        let from = by_index[owner].path.join("cells").join(&cell.cell_id);
-        let to = run.cell_dir(&cell.cell_id);
-        link_tree(&from, &to).map_err(io_err(&to))
+    let to_copy: Vec<(&str, &ShardRun)> = plan
+        .iter()
+        .zip(&owners)
+        .zip(&found)
+        .filter(|(_, f)| f.is_some())
+        .map(|((cell, owner), _)| (cell.cell_id.as_str(), by_index[owner]))
+        .collect();
+    copy_traces(run.path(), &to_copy)?;
+    // What else cells' folders hold is linked in parallel: each is its own folder.
+    to_copy.par_iter().try_for_each(|(cell, shard)| {
+        let from = shard.path.join("cells").join(cell);
+        let to = run.cell_dir(cell);
+        if from.is_dir() { link_tree(&from, &to, true).map_err(io_err(&to)) } else { Ok(()) }
     })?;
+    link_workspaces(run.path(), &by_index).map_err(io_err(&run.path().join(crate::workspace::RUN_WORKSPACES)))?;
     let mut lines = Vec::new();
     for summary in found.iter().flatten() {
         lines.extend(serde_json::to_vec(summary).map_err(|e| io_err(run.path())(io::Error::other(e)))?);
@@ -243,17 +257,88 @@ fn merged_manifest(runs: &[ShardRun], by_index: &BTreeMap<u32, &ShardRun>) -> Ma
     m
 }
 
+/// Cells whose frames are read at once (in parallel) before being appended in plan order.
+const COPY_CHUNK: usize = 512;
+
+/// Appends each cell's stored trace frame, from its shard, to the merged run's pack, in plan
+/// order; frames are read a chunk at a time in parallel. A plain trace (a shard from before
+/// compressed traces) is hard-linked into the cell's folder instead, as merges always did:
+/// compressing it here would cost a merge of 10,000 such cells several seconds.
+fn copy_traces(out: &Path, cells: &[(&str, &ShardRun)]) -> Result<(), MergeError> {
+    let pack_err = |source| MergeError::Io { path: out.join(crate::trace::pack::PACK), source };
+    let mut writer = crate::trace::pack::PackWriter::open(out).map_err(pack_err)?;
+    for chunk in cells.chunks(COPY_CHUNK) {
+        let frames: Vec<Option<Vec<u8>>> = chunk
+            .par_iter()
+            .map(|(cell, shard)| {
+                let trace = shard.path.join("cells").join(cell).join(crate::trace::stored::TRACE);
+                let copied = if trace.is_file() {
+                    let to = out.join("cells").join(cell);
+                    std::fs::create_dir_all(&to)
+                        .and_then(|()| link_or_copy(&trace, &to.join(crate::trace::stored::TRACE)))
+                        .map(|()| None)
+                } else {
+                    crate::trace::stored::stored_frame(&trace).map(Some)
+                };
+                copied.map_err(|source| MergeError::Io { path: trace.clone(), source })
+            })
+            .collect::<Result<_, _>>()?;
+        for ((cell, _), frame) in chunk.iter().zip(&frames) {
+            if let Some(frame) = frame {
+                writer.append(cell, frame).map_err(pack_err)?;
+            }
+        }
+    }
+    writer.sync().map_err(pack_err)
+}
+
+/// A hard link of `src` at `dst`, or a copy across file systems.
+fn link_or_copy(src: &Path, dst: &Path) -> io::Result<()> {
+    if std::fs::hard_link(src, dst).is_err() {
+        std::fs::copy(src, dst)?;
+    }
+    Ok(())
+}
+
+/// The merged run's `workspaces`: a folder with one link per shard, named by the shard's run
+/// id, to where that shard's `workspaces` link leads (shards without one are left out).
+fn link_workspaces(out: &Path, by_index: &BTreeMap<u32, &ShardRun>) -> io::Result<()> {
+    let folder = out.join(crate::workspace::RUN_WORKSPACES);
+    for run in by_index.values() {
+        let Ok(target) = run.path.join(crate::workspace::RUN_WORKSPACES).canonicalize() else { continue };
+        std::fs::create_dir_all(&folder)?;
+        std::os::unix::fs::symlink(target, folder.join(&run.manifest.run_id))?;
+    }
+    Ok(())
+}
+
 /// Recreates the tree `from` at `to`: directories made, files hard-linked (copied across file
-/// systems), symlinks (the cell's `workspace` link) recreated leading where they led.
-fn link_tree(from: &Path, to: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(to)?;
+/// systems), symlinks recreated leading where they led. At the top of a cell's folder
+/// (`cell_top`) the trace is left out (it is in the merged pack), and so is a `workspace` link
+/// through the shard's `workspaces` (the merged run's `workspaces` folder leads there); the
+/// folder is made only when something is left.
+fn link_tree(from: &Path, to: &Path, cell_top: bool) -> io::Result<()> {
+    if !cell_top {
+        std::fs::create_dir_all(to)?;
+    }
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type()?;
+        if cell_top {
+            let name = entry.file_name();
+            let trace = crate::trace::stored::TRACE;
+            if name == trace || name.to_string_lossy() == format!("{trace}{}", crate::trace::stored::COMPRESSED_SUFFIX)
+            {
+                continue;
+            }
+            if name == "workspace" && kind.is_symlink() && std::fs::read_link(&src)?.is_relative() {
+                continue;
+            }
+        }
+        std::fs::create_dir_all(to)?;
         if kind.is_symlink() {
-            // A relative link (a cell's `workspace`, through its shard's `workspaces` link:
-            // src/workspace.rs) would lead nowhere from the merged run: it gets the place it
+            // A relative link would lead nowhere from the merged run: it gets the place it
             // leads to from the shard.
             let mut target = std::fs::read_link(&src)?;
             if target.is_relative() {
@@ -262,9 +347,9 @@ fn link_tree(from: &Path, to: &Path) -> io::Result<()> {
             }
             std::os::unix::fs::symlink(target, &dst)?;
         } else if kind.is_dir() {
-            link_tree(&src, &dst)?;
-        } else if std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst)?;
+            link_tree(&src, &dst, false)?;
+        } else {
+            link_or_copy(&src, &dst)?;
         }
     }
     Ok(())

@@ -521,15 +521,14 @@ pub fn replay_trace_of(path: &Path, run_id: Option<&str>) -> Result<CellSummary,
 /// The trace files of a run directory, in cell-id order.
 pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
     let cells = run_dir.join("cells");
-    let rd = std::fs::read_dir(&cells).map_err(|source| {
+    // Cells with a folder and the cells of the run's pack (src/trace/stored.rs).
+    let mut traces = crate::trace::stored::traces_of_run(run_dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             ReplayError::NotATrace(run_dir.to_path_buf())
         } else {
             ReplayError::RunDir { path: cells.clone(), source }
         }
     })?;
-    let mut traces: Vec<PathBuf> =
-        rd.filter_map(|e| e.ok()).filter_map(|e| crate::trace::stored::in_cell(&e.path())).collect();
     traces.sort_by(|a, b| crate::util::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     Ok(traces)
 }

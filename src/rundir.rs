@@ -4,9 +4,12 @@
 //! <run_dir>/manifest.json        the plan, written once before any cell starts (atomic)
 //! <run_dir>/results.jsonl        one CellSummary per line, appended as cells end
 //! <run_dir>/.lock                held by the one process writing cells into the directory
-//! <run_dir>/cells/<cell_id>/     trace.jsonl, workspace/, checkpoint/ (the last step's state
-//!                                and stored contents) and (only when an output was too large
-//!                                for the trace) artifacts/ of one cell
+//! <run_dir>/cells/<cell_id>/     trace.jsonl and checkpoint/ (the last step's state and stored
+//!                                contents) of a running or interrupted cell, and what a cell
+//!                                keeps beyond its trace (artifacts/, delegations/): a finished
+//!                                cell with nothing else has no folder
+//! <run_dir>/cells.pack(.index)   finished cells' traces (src/trace/pack.rs)
+//! <run_dir>/workspaces           the link to the run's workspaces (src/workspace.rs)
 //! <run_dir>/reports/             rendered from the traces alone
 //! ```
 //!
@@ -35,6 +38,8 @@ use crate::lock::{FileLock, LockError};
 use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION, replay_trace_of};
 use crate::shard::Shard;
 use crate::trace::event::Outcome;
+use crate::trace::pack::PackWriter;
+use crate::trace::stored;
 
 /// Version of `manifest.json`.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
@@ -497,12 +502,28 @@ impl RunDir {
         let manifest = Manifest::read(&path)?;
         let mut kept = Vec::new();
         let mut retried = Vec::new();
+        // Opening the pack's writer cuts a torn tail an interrupted append left (src/trace/pack.rs).
+        let has_pack = path.join(crate::trace::pack::INDEX).exists();
+        let mut pack = if has_pack { Some(PackWriter::open(&path).map_err(io)?) } else { None };
         for planned in manifest.cell_ids() {
             let cell_dir = path.join("cells").join(&planned.cell_id);
             match completed_cell(&cell_dir, &manifest.run_id) {
                 Some(s) if retry_errors && s.outcome.is_some_and(is_retried) => {
-                    std::fs::remove_dir_all(&cell_dir).map_err(io)?;
+                    // Its entry in the pack, if any, is replaced when the cell ends again.
+                    if cell_dir.exists() {
+                        std::fs::remove_dir_all(&cell_dir).map_err(io)?;
+                    }
                     retried.push(s);
+                }
+                // An ended cell still plain (the run stopped between its end and the move into
+                // the pack, or after the append): its trace is moved now, as the run would have.
+                Some(s) if cell_dir.join(stored::TRACE).is_file() => {
+                    let writer = match &mut pack {
+                        Some(w) => w,
+                        None => pack.insert(PackWriter::open(&path).map_err(io)?),
+                    };
+                    stored::settle(writer, &path, &planned.cell_id, &cell_dir).map_err(io)?;
+                    kept.push(s);
                 }
                 Some(s) => kept.push(s),
                 // An interrupted cell with a checkpoint continues from it (src/agent/checkpoint.rs).

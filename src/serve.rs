@@ -237,7 +237,8 @@ fn respond(head: &Head, site: &Site) -> Response {
     let rel = &path[mount.prefix.len()..];
     let candidate = mount.dir.join(rel);
     let Ok(found) = candidate.canonicalize() else {
-        return Response::text(404, "Not Found", &format!("no such file: {path}"));
+        return stored_trace(&candidate, &mount.dir)
+            .unwrap_or_else(|| Response::text(404, "Not Found", &format!("no such file: {path}")));
     };
     if !found.starts_with(&mount.dir) {
         return Response::text(403, "Forbidden", "the path leads outside the served folder");
@@ -253,6 +254,29 @@ fn respond(head: &Head, site: &Site) -> Response {
         return listing(&path, &found);
     }
     file_response(&found)
+}
+
+/// A finished cell's `cells/<id>/trace.jsonl`, asked for by that name but stored compressed
+/// or in the run's pack (src/trace/stored.rs): served decompressed, as the plain file would be.
+/// None when no trace is stored under that name. The deepest folder of the path that exists
+/// must lie inside the mount, as any served file must.
+fn stored_trace(candidate: &Path, mount_dir: &Path) -> Option<Response> {
+    let existing = candidate.ancestors().find(|p| p.exists())?.canonicalize().ok()?;
+    if !existing.starts_with(mount_dir) || candidate.file_name()? != crate::trace::stored::TRACE {
+        return None;
+    }
+    let mut body = Vec::new();
+    match crate::trace::stored::open(candidate).and_then(|mut r| r.read_to_end(&mut body)) {
+        Ok(_) => Some(Response {
+            status: 200,
+            reason: "OK",
+            content_type: content_type(candidate),
+            headers: Vec::new(),
+            body: Body::Text(body),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => Some(Response::text(500, "Internal Server Error", &e.to_string())),
+    }
 }
 
 fn file_response(path: &Path) -> Response {
@@ -435,5 +459,24 @@ mod tests {
         let Body::Text(body) = listing("/runs/", dir.path()).body else { panic!("a listing is text") };
         let body = String::from_utf8(body).unwrap();
         assert!(body.contains("&lt;b&gt;.txt") && body.contains("href=\"%3Cb%3E.txt\""), "{body}");
+    }
+
+    #[test]
+    fn a_finished_cells_trace_is_served_decompressed_by_its_plain_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(run.join("cells/old")).unwrap();
+        let text = b"{\"seq\":0}\n{\"seq\":1}\n".repeat(50);
+        let frame = crate::trace::stored::compress_frame(&text).unwrap();
+        crate::trace::pack::PackWriter::open(&run).unwrap().append("c1", &frame).unwrap();
+        std::fs::write(run.join("cells/old/trace.jsonl.zst"), &frame).unwrap();
+        let site = site(dir.path());
+        for cell in ["c1", "old"] {
+            let r = get(&site, &format!("/runs/run/cells/{cell}/trace.jsonl"));
+            assert_eq!((r.status, r.content_type), (200, "text/plain; charset=utf-8"), "{cell}");
+            let Body::Text(body) = r.body else { panic!("a decompressed trace is sent from memory") };
+            assert_eq!(body, text, "{cell}");
+        }
+        assert_eq!(get(&site, "/runs/run/cells/c2/trace.jsonl").status, 404);
     }
 }

@@ -3,8 +3,9 @@
 //! Fixtures in the repository are never written to: every cell works in its own copy, made in
 //! a folder outside the project ([`crate::sandbox::Isolation`]), so that nothing a cell runs
 //! (git above all, which looks for a repository in every parent folder) can find the project,
-//! its benchmark or its history. The cell directory links to it (`cells/<id>/workspace`, through
-//! the run directory's one link to the run's workspaces: see [`link_target`]). Files are reflinked where the filesystem supports it (copy-on-write, so a
+//! its benchmark or its history. A cell of a run directory reaches it through the run's one link
+//! to its workspaces, `<run_dir>/workspaces/<cell>` ([`of_cell`]), and has no link of its own;
+//! any other cell folder links to it (`workspace`). Files are reflinked where the filesystem supports it (copy-on-write, so a
 //! later write never reaches the fixture) and copied otherwise; hard links are never used
 //! because they would share mutable bytes. Symlinks are recreated as symlinks, not followed, so
 //! the policy sees the same tree the fixture has.
@@ -23,7 +24,8 @@ pub struct WorkspaceError {
 }
 
 /// Copies `fixture` into `dest` (its parents are made), links `link` to it when `link`
-/// differs from `dest`, and returns the canonical `dest`. A `dest` that exists is the leftover of
+/// differs from `dest` and the workspace cannot be reached through the run's `workspaces` link
+/// (see [`link_target`]), and returns the canonical `dest`. A `dest` that exists is the leftover of
 /// an interrupted attempt at the same cell (`matrix --resume` runs it again): it is removed
 /// first, never reused.
 pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, WorkspaceError> {
@@ -37,27 +39,40 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
     fs::create_dir(dest).map_err(wrap)?;
     copy_tree(fixture, dest, &mut Reflink::Untried).map_err(wrap)?;
     let dest = dest.canonicalize().map_err(wrap)?;
-    if link != dest {
-        std::os::unix::fs::symlink(link_target(&dest, link).map_err(wrap)?, link).map_err(wrap)?;
+    if link != dest
+        && let Some(target) = link_target(&dest, link).map_err(wrap)?
+    {
+        std::os::unix::fs::symlink(target, link).map_err(wrap)?;
     }
     Ok(dest)
+}
+
+/// Where the workspace of `cell` of the run directory `run_dir` is reached: through the run's
+/// one `workspaces` link. (A merged run's `workspaces` is a folder of one link per shard run,
+/// so there it is `workspaces/<shard run id>/<cell>`: src/merge.rs.)
+pub fn of_cell(run_dir: &Path, cell: &str) -> PathBuf {
+    run_dir.join(RUN_WORKSPACES).join(cell)
 }
 
 /// The name of the run directory's one link to the folder its workspaces are in.
 pub const RUN_WORKSPACES: &str = "workspaces";
 
-/// What a cell's `workspace` link points to. A cell of a run directory (`link` is
-/// `<run_dir>/cells/<cell>/workspace`) links through the run's one link to its workspaces'
-/// folder, `<run_dir>/workspaces -> <workspaces>/<run_id>`, made by its first cell: the cell's
-/// link is then `../../workspaces/<cell>`, short enough for the file system to keep in the link's
-/// inode, where an absolute path of 60 bytes or more takes a 4 KiB block of its own on ext4 (one
-/// per cell: half of a finished cell's disk). Any other link is the absolute path.
-fn link_target(dest: &Path, link: &Path) -> io::Result<PathBuf> {
-    let (Some(name), Some(folder)) = (dest.file_name(), dest.parent()) else { return Ok(dest.to_path_buf()) };
-    let Some(cells) = link.parent().and_then(Path::parent) else { return Ok(dest.to_path_buf()) };
+/// What a cell's `workspace` link points to, if it needs one. A cell of a run directory
+/// (`link` is `<run_dir>/cells/<cell>/workspace`) is reached through the run's one link to its
+/// workspaces' folder, `<run_dir>/workspaces -> <workspaces>/<run_id>`, made by its first cell
+/// ([`of_cell`]), and gets no link: a link per cell kept a folder per finished cell alive (4 KiB
+/// on ext4) for a path anyone can form from the cell id. Any other link is the absolute path.
+fn link_target(dest: &Path, link: &Path) -> io::Result<Option<PathBuf>> {
+    let absolute = Ok(Some(dest.to_path_buf()));
+    let (Some(name), Some(folder)) = (dest.file_name(), dest.parent()) else { return absolute };
+    let Some(cells) = link.parent().and_then(Path::parent) else { return absolute };
     let Some(run_dir) = cells.parent().filter(|_| cells.file_name().is_some_and(|n| n == "cells")) else {
-        return Ok(dest.to_path_buf());
+        return absolute;
     };
+    if link.parent().and_then(Path::file_name) != Some(name) {
+        // A cell folder named otherwise than its workspace: the cell id does not lead there.
+        return absolute;
+    }
     let shared = run_dir.join(RUN_WORKSPACES);
     match std::os::unix::fs::symlink(folder, &shared) {
         Ok(()) => {}
@@ -68,9 +83,9 @@ fn link_target(dest: &Path, link: &Path) -> io::Result<PathBuf> {
     // Only when it leads where this cell's workspace is: a stray folder of that name, or a link
     // to elsewhere, is left alone and the cell links directly.
     if fs::read_link(&shared).is_ok_and(|t| t == folder) {
-        return Ok(Path::new("../..").join(RUN_WORKSPACES).join(name));
+        return Ok(None);
     }
-    Ok(dest.to_path_buf())
+    absolute
 }
 
 /// The work tree of the git repository `path` would belong to, if any: the folder itself or
@@ -135,15 +150,16 @@ mod tests {
         assert_eq!(fs::read_to_string(fixture.join("pkg/a.py")).unwrap(), "x = 1\n");
         assert!(fs::symlink_metadata(ws.join("link.py")).unwrap().file_type().is_symlink());
         fs::write(ws.join("left-over.py"), "").unwrap();
-        // A cell of a run directory links through the run's one link to its workspaces.
+        // A cell of a run directory is reached through the run's one link to its workspaces,
+        // and has no link of its own.
         let run = root.path().join("run");
         fs::create_dir_all(run.join("cells/c1")).unwrap();
         let cell_link = run.join("cells/c1/workspace");
         let in_run = fresh(&fixture, &root.path().join("all/run/c1"), &cell_link).unwrap();
-        assert_eq!(fs::read_link(&cell_link).unwrap(), Path::new("../../workspaces/c1"));
+        assert!(cell_link.symlink_metadata().is_err(), "no per-cell link");
         assert_eq!(fs::read_link(run.join(RUN_WORKSPACES)).unwrap(), in_run.parent().unwrap());
-        assert_eq!(cell_link.canonicalize().unwrap(), in_run);
-        assert_eq!(fs::read_to_string(cell_link.join("pkg/a.py")).unwrap(), "x = 1\n");
+        assert_eq!(of_cell(&run, "c1").canonicalize().unwrap(), in_run);
+        assert_eq!(fs::read_to_string(of_cell(&run, "c1").join("pkg/a.py")).unwrap(), "x = 1\n");
         let again = fresh(&fixture, &ws, &ws).unwrap();
         assert!(!again.join("left-over.py").exists(), "an existing workspace is never reused");
     }

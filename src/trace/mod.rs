@@ -9,6 +9,7 @@
 //! cell's trace is stored zstd-compressed; every reader opens traces through [`stored::open`].
 
 pub mod event;
+pub mod pack;
 pub mod reader;
 pub mod stored;
 pub mod writer;

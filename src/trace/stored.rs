@@ -1,24 +1,35 @@
-//! How a trace is stored on disk: plain `trace.jsonl` while its cell runs, `trace.jsonl.zst`
-//! (one zstd frame) once the cell has its verdict.
+//! How a trace is stored on disk, and the one way every reader opens it, whichever of the
+//! three layouts holds it:
 //!
-//! Why compress only at the end: a running or interrupted cell's trace must stay appendable
-//! (the writer adds one whole line at a time, `--resume` continues it, a crash leaves a valid
-//! prefix), and a zstd stream cut mid-frame is not readable. A finished trace is never written
-//! again, so [`compress`] turns it into its compressed form once, atomically: the `.zst` is
-//! written beside it under a temporary name, synced and renamed into place
-//! (`util::write_atomic_streamed`), and only then is the
-//! plain file removed. A crash in between leaves both, and readers take the plain one, which is
-//! complete.
+//! 1. plain `cells/<id>/trace.jsonl`: a running, cancelled or interrupted cell (it must stay
+//!    appendable: the writer adds whole lines, `--resume` continues it, a crash leaves a valid
+//!    prefix), and every trace of runs made before compression;
+//! 2. `cells/<id>/trace.jsonl.zst`, one zstd frame: a finished cell of runs made before the
+//!    pack (read, never written by new runs; [`compress`] remains for tools and tests);
+//! 3. the run's pack ([`super::pack`]): a finished cell's frame appended to `cells.pack`, its
+//!    plain file removed, and its folder too when nothing else is in it (no artifacts,
+//!    delegations, abandoned attempts). This is what new runs write ([`store_finished`]).
 //!
-//! Every reader of a trace opens it through [`open`], which accepts either form under either
-//! name: the plain path (`cells/<id>/trace.jsonl`, what reports, `--resume` and users name) is
-//! read from `trace.jsonl.zst` when only that exists, and a file is decoded when it starts with
-//! the zstd magic number, whatever it is called. Old run directories (plain traces only) read as
-//! they always did.
+//! Every reader names a trace by its plain path (`cells/<id>/trace.jsonl`: what reports,
+//! `--resume` and users name) and opens it through [`open`], which looks in that order: the
+//! plain file (the newest: a cell run again after its pack entry was written has a plain
+//! trace again), its `.zst`, then the pack of the run directory the path lies in. A file that
+//! starts with the zstd magic number is decoded whatever it is called.
+//!
+//! Decompression reuses one zstd context per thread: a trace is about 10 KB, and setting up a
+//! streaming decoder for each one cost as much as decoding it.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use super::pack::{self, Appender, Index, PackWriter, Slot};
+
+/// A cell's trace file name in its folder.
+pub const TRACE: &str = "trace.jsonl";
 
 /// The suffix the compressed form adds to the trace's name.
 pub const COMPRESSED_SUFFIX: &str = ".zst";
@@ -31,6 +42,10 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// few ms per cell; this one under 1 ms for nearly the same size).
 const LEVEL: i32 = 12;
 
+/// Largest trace decoded in one piece; a larger one (its size is in its frame header) is
+/// decoded as a stream, so memory stays bounded whatever a trace holds.
+const WHOLE_DECODE_MAX: u64 = 64 * 1024 * 1024;
+
 /// `path` with [`COMPRESSED_SUFFIX`] appended.
 pub fn compressed_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -38,49 +53,154 @@ pub fn compressed_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The run directory and cell id of a trace named `<run_dir>/cells/<cell>/trace.jsonl`.
+fn pack_name(path: &Path) -> Option<(PathBuf, String)> {
+    if path.file_name()? != TRACE {
+        return None;
+    }
+    let cell_dir = path.parent()?;
+    let cell = cell_dir.file_name()?.to_str()?.to_string();
+    let cells = cell_dir.parent()?;
+    if cells.file_name()? != "cells" {
+        return None;
+    }
+    let run_dir = cells.parent()?;
+    let run_dir = if run_dir.as_os_str().is_empty() { Path::new(".") } else { run_dir };
+    Some((run_dir.to_path_buf(), cell))
+}
+
 /// The file that holds the trace named `path`: `path` itself when it exists, else its
-/// compressed form when that exists.
+/// compressed form when that exists, else `path` when the run's pack holds it or its index
+/// cannot be read (open it with [`open`], which says why). None when the trace is stored
+/// nowhere.
 pub fn locate(path: &Path) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path.to_path_buf());
     }
-    let packed = compressed_path(path);
-    packed.is_file().then_some(packed)
+    let compressed = compressed_path(path);
+    if compressed.is_file() {
+        return Some(compressed);
+    }
+    let (run_dir, cell) = pack_name(path)?;
+    match packed_slot(&run_dir, &cell) {
+        Ok(slot) => slot.map(|_| path.to_path_buf()),
+        // An index that cannot be read: [`open`] of this name says why, naming the file.
+        Err(_) => Some(path.to_path_buf()),
+    }
 }
 
 /// The trace of the cell folder `cell_dir`, in whichever form it is stored.
 pub fn in_cell(cell_dir: &Path) -> Option<PathBuf> {
-    locate(&cell_dir.join("trace.jsonl"))
+    locate(&cell_dir.join(TRACE))
+}
+
+/// Every trace of the run directory `run_dir`, by its plain name (`cells/<id>/trace.jsonl`,
+/// for [`open`]), in no particular order: cells with a folder holding a trace, and the cells
+/// of its pack.
+pub fn traces_of_run(run_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let cells = run_dir.join("cells");
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&cells)?.filter_map(Result::ok) {
+        let dir = entry.path();
+        if dir.join(TRACE).is_file() || compressed_path(&dir.join(TRACE)).is_file() {
+            seen.insert(entry.file_name().to_string_lossy().into_owned());
+            out.push(dir.join(TRACE));
+        }
+    }
+    if let Some(index) = Index::read(run_dir)? {
+        for cell in index.order {
+            if !seen.contains(&cell) {
+                out.push(cells.join(&cell).join(TRACE));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Opens the trace named `path` for reading its plain bytes (see the module doc for which file
-/// that is). A compressed file that turns out to be corrupt fails the read with an error naming
-/// the file.
+/// that is). A trace that is compressed and corrupt, or a pack index that cannot be read, fails
+/// the read with an error naming the file.
 pub fn open(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
     let (file, real) = match File::open(path) {
         Ok(f) => (f, path.to_path_buf()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let packed = compressed_path(path);
-            match File::open(&packed) {
-                Ok(f) => (f, packed),
-                // Say the name that was asked for: neither form exists.
-                Err(_) => return Err(e),
+            let compressed = compressed_path(path);
+            match File::open(&compressed) {
+                Ok(f) => (f, compressed),
+                Err(_) => {
+                    if let Some((run_dir, cell)) = pack_name(path)
+                        && let Some((loaded, slot)) = packed_slot(&run_dir, &cell)?
+                    {
+                        let frame = pack::read_frame(&loaded.pack, &loaded.path, slot)?;
+                        let what = || {
+                            format!(
+                                "the trace of cell {cell} in {} (bytes {} to {})",
+                                loaded.path.display(),
+                                slot.offset,
+                                slot.offset + slot.len
+                            )
+                        };
+                        return decode(frame, &what);
+                    }
+                    // Say the name that was asked for: no form of it exists.
+                    return Err(e);
+                }
             }
         }
         Err(e) => return Err(e),
     };
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     if reader.fill_buf()?.starts_with(&ZSTD_MAGIC) {
-        let decoder = zstd::stream::read::Decoder::with_buffer(reader)?;
-        return Ok(Box::new(BufReader::with_capacity(256 * 1024, Named { inner: decoder, path: real })));
+        let mut frame = Vec::new();
+        reader.read_to_end(&mut frame)?;
+        return decode(frame, &|| format!("the compressed trace {}", real.display()));
     }
     Ok(Box::new(reader))
 }
 
-/// A decoder whose errors name the compressed file and what to do about it.
+/// The plain bytes of the zstd frame `frame`; `what` names it in errors.
+fn decode(frame: Vec<u8>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRead + Send>> {
+    let corrupt = |e: io::Error| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume RUN_DIR` runs a cell whose trace does not read)",
+                what()
+            ),
+        )
+    };
+    match zstd::zstd_safe::get_frame_content_size(&frame) {
+        Ok(Some(size)) if size <= WHOLE_DECODE_MAX => {
+            let plain = DECOMPRESSOR.with(|d| -> io::Result<Vec<u8>> {
+                let mut d = d.borrow_mut();
+                if d.is_none() {
+                    *d = Some(zstd::bulk::Decompressor::new()?);
+                }
+                d.as_mut().expect("made above").decompress(&frame, size as usize)
+            });
+            Ok(Box::new(Cursor::new(plain.map_err(corrupt)?)))
+        }
+        Ok(_) => {
+            // A frame of unknown or very large size: decoded as a stream, a buffer at a time.
+            let decoder = zstd::stream::read::Decoder::with_buffer(Cursor::new(frame)).map_err(corrupt)?;
+            Ok(Box::new(BufReader::with_capacity(256 * 1024, Named { inner: decoder, what: what() })))
+        }
+        Err(_) => Err(corrupt(io::Error::other("no zstd frame header"))),
+    }
+}
+
+thread_local! {
+    /// The decoding context of this thread, made on its first compressed trace.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    /// The encoding context of this thread.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// A streaming decoder whose errors name the compressed trace and what to do about it.
 struct Named<R> {
     inner: R,
-    path: PathBuf,
+    what: String,
 }
 
 impl<R: Read> Read for Named<R> {
@@ -89,17 +209,167 @@ impl<R: Read> Read for Named<R> {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "the compressed trace {} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume` after removing the cell's folder)",
-                    self.path.display()
+                    "{} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume RUN_DIR` runs a cell whose trace does not read)",
+                    self.what
                 ),
             )
         })
     }
 }
 
-/// Replaces the finished plain trace `path` by its compressed form `path.zst` (see the module
-/// doc for the order of the steps); returns the compressed file. A trace already compressed is
-/// left as it is.
+/// A run's pack as readers hold it: its index and the open pack file, kept per run directory
+/// for the life of the process and read again when the index file changes.
+struct Loaded {
+    /// The index file's (length, modification time, inode) when it was read.
+    stamp: (u64, i128, u64),
+    slots: HashMap<String, Slot>,
+    pack: File,
+    path: PathBuf,
+}
+
+static PACKS: LazyLock<Mutex<HashMap<PathBuf, Arc<Loaded>>>> = LazyLock::new(Mutex::default);
+
+/// Where the pack of `run_dir` holds `cell`'s trace, if it does.
+fn packed_slot(run_dir: &Path, cell: &str) -> io::Result<Option<(Arc<Loaded>, Slot)>> {
+    use std::os::unix::fs::MetadataExt;
+    let index_path = run_dir.join(pack::INDEX);
+    let meta = match std::fs::metadata(&index_path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let stamp = (meta.len(), meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128, meta.ino());
+    let mut packs = PACKS.lock().unwrap_or_else(|p| p.into_inner());
+    let loaded = match packs.get(run_dir) {
+        Some(l) if l.stamp == stamp => l.clone(),
+        _ => {
+            let Some(index) = Index::read(run_dir)? else { return Ok(None) };
+            let path = run_dir.join(pack::PACK);
+            let pack = File::open(&path)?;
+            let loaded = Arc::new(Loaded { stamp, slots: index.slots, pack, path });
+            packs.insert(run_dir.to_path_buf(), loaded.clone());
+            loaded
+        }
+    };
+    drop(packs);
+    Ok(loaded.slots.get(cell).copied().map(|slot| (loaded.clone(), slot)))
+}
+
+/// `plain` as one zstd frame at [`LEVEL`], checksummed, its size in the header (so it decodes
+/// in one piece), made with this thread's encoding context.
+pub fn compress_frame(plain: &[u8]) -> io::Result<Vec<u8>> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
+            compressor.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+            *c = Some(compressor);
+        }
+        c.as_mut().expect("made above").compress(plain)
+    })
+}
+
+/// The stored frame of the trace named `path` whatever its layout (a plain trace is
+/// compressed): what `hcbench merge` copies into the merged run's pack.
+pub fn stored_frame(path: &Path) -> io::Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.starts_with(&ZSTD_MAGIC) => return Ok(bytes),
+        Ok(bytes) => return compress_frame(&bytes),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    match std::fs::read(compressed_path(path)) {
+        Ok(bytes) => return Ok(bytes),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    if let Some((run_dir, cell)) = pack_name(path)
+        && let Some((loaded, slot)) = packed_slot(&run_dir, &cell)?
+    {
+        return pack::read_frame(&loaded.pack, &loaded.path, slot);
+    }
+    Err(io::Error::new(io::ErrorKind::NotFound, format!("no trace at {}", path.display())))
+}
+
+/// Stores the finished plain trace of `cell`'s folder `cell_dir` in the run's pack (see the
+/// module doc), then removes the plain file, the cell's `workspace` link when the run's one
+/// `workspaces` link reaches the same folder (src/workspace.rs), and the folder when that
+/// leaves it empty. A crash after the append leaves the plain file too: readers read it (the
+/// same bytes) and `--resume` finishes the move ([`settle`]).
+pub fn store_finished(pack: &Appender, cell: &str, cell_dir: &Path) -> io::Result<()> {
+    let trace = cell_dir.join(TRACE);
+    let plain = std::fs::read(&trace)?;
+    let frame = compress_frame(&plain)?;
+    pack.append(cell, &frame)?;
+    std::fs::remove_file(&trace)?;
+    tidy_cell_dir(pack.run_dir(), cell, cell_dir);
+    Ok(())
+}
+
+/// `--resume` of a cell that ended and still has its plain trace: stores it in the pack,
+/// unless the pack already holds these very bytes (a crash came between the append and the
+/// removal), then removes the plain file as [`store_finished`] does.
+pub fn settle(writer: &mut PackWriter, run_dir: &Path, cell: &str, cell_dir: &Path) -> io::Result<()> {
+    let trace = cell_dir.join(TRACE);
+    let plain = std::fs::read(&trace)?;
+    let stored = match packed_slot(run_dir, cell)? {
+        Some((loaded, slot)) => {
+            let frame = pack::read_frame(&loaded.pack, &loaded.path, slot)?;
+            let mut bytes = Vec::new();
+            // An entry that does not decode is not these bytes: the plain file is stored again.
+            let _ = decode(frame, &String::new).and_then(|mut r| r.read_to_end(&mut bytes));
+            bytes == plain
+        }
+        None => false,
+    };
+    if !stored {
+        writer.append(cell, &compress_frame(&plain)?)?;
+    }
+    std::fs::remove_file(&trace)?;
+    tidy_cell_dir(run_dir, cell, cell_dir);
+    Ok(())
+}
+
+/// Removes what a finished cell's folder no longer needs: its `workspace` link when the run's
+/// `workspaces` link reaches the same place, then the folder itself when it is empty.
+fn tidy_cell_dir(run_dir: &Path, cell: &str, cell_dir: &Path) {
+    let link = cell_dir.join("workspace");
+    if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        let through_run = crate::workspace::of_cell(run_dir, cell).canonicalize().ok();
+        if through_run.is_some() && link.canonicalize().ok() == through_run {
+            let _ = std::fs::remove_file(&link);
+        }
+    }
+    // Fails, as it should, when the cell has anything else there (artifacts, delegations...).
+    let _ = std::fs::remove_dir(cell_dir);
+}
+
+/// Writes every trace of `run_dir`'s pack back as a file of its cell's folder, plain or (with
+/// `compressed`) as `trace.jsonl.zst`, and removes the pack: the layouts of earlier runs, for
+/// benches and tests of readers of old run directories.
+pub fn unpack(run_dir: &Path, compressed: bool) -> io::Result<()> {
+    let Some(index) = Index::read(run_dir)? else { return Ok(()) };
+    for cell in &index.order {
+        let dir = run_dir.join("cells").join(cell);
+        std::fs::create_dir_all(&dir)?;
+        let trace = dir.join(TRACE);
+        let frame = stored_frame(&trace)?;
+        if compressed {
+            std::fs::write(compressed_path(&trace), &frame)?;
+        } else {
+            let mut plain = Vec::new();
+            decode(frame, &|| trace.display().to_string())?.read_to_end(&mut plain)?;
+            std::fs::write(&trace, plain)?;
+        }
+    }
+    std::fs::remove_file(run_dir.join(pack::PACK))?;
+    std::fs::remove_file(run_dir.join(pack::INDEX))
+}
+
+/// Replaces the finished plain trace `path` by its compressed form `path.zst` (the layout of
+/// runs made before the pack; tools and tests): written beside it under a temporary name,
+/// synced and renamed into place, and only then is the plain file removed. Returns the
+/// compressed file. A trace already compressed is left as it is.
 pub fn compress(path: &Path) -> io::Result<PathBuf> {
     let packed = compressed_path(path);
     if !path.exists() && packed.is_file() {
@@ -121,16 +391,28 @@ pub fn compress(path: &Path) -> io::Result<PathBuf> {
 }
 
 /// Turns a compressed trace back into the plain, appendable `path` (the writer needs one to
-/// append to); nothing to do when `path` exists.
+/// append to); nothing to do when `path` exists or the trace is not stored compressed beside
+/// it. A trace in the pack is left there: a plain file, once written, is read first.
 pub fn restore_plain(path: &Path) -> io::Result<()> {
-    let packed = compressed_path(path);
-    if path.exists() || !packed.is_file() {
+    if path.exists() {
         return Ok(());
     }
-    let mut bytes = Vec::new();
-    open(&packed)?.read_to_end(&mut bytes)?;
-    crate::util::write_atomic(path, &bytes)?;
-    std::fs::remove_file(&packed)
+    let packed = compressed_path(path);
+    if packed.is_file() {
+        let mut bytes = Vec::new();
+        open(&packed)?.read_to_end(&mut bytes)?;
+        crate::util::write_atomic(path, &bytes)?;
+        return std::fs::remove_file(&packed);
+    }
+    if let Some((run_dir, cell)) = pack_name(path)
+        && packed_slot(&run_dir, &cell)?.is_some()
+    {
+        let mut bytes = Vec::new();
+        open(path)?.read_to_end(&mut bytes)?;
+        std::fs::create_dir_all(path.parent().expect("a cell folder"))?;
+        crate::util::write_atomic(path, &bytes)?;
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `out` as one zstd frame (tests and benches that make compressed traces).
@@ -140,7 +422,7 @@ pub fn encode(bytes: &[u8], out: impl Write) -> io::Result<()> {
     encoder.finish().map(|_| ())
 }
 
-/// The encoder every compressed trace is written with: one frame at [`LEVEL`], checksummed.
+/// The streaming encoder of [`compress`] and [`encode`]: one frame at [`LEVEL`], checksummed.
 fn encoder<W: Write>(out: W) -> io::Result<zstd::stream::write::Encoder<'static, W>> {
     let mut encoder = zstd::stream::write::Encoder::new(out, LEVEL)?;
     encoder.include_checksum(true)?;

@@ -418,6 +418,8 @@ fn an_interrupted_ablate_run_resumes_with_its_ablations() {
         .arg_path(&run_dir)
         .run()
         .code(0);
+    // The layout before the pack (a folder and a plain trace per cell), to edit cells by hand.
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     let cut = run_dir.join("cells/good__oracle__no_memory/trace.jsonl");
     let text = crate::read_trace_text(&cut).unwrap();
     std::fs::write(&cut, text.lines().take(3).collect::<Vec<_>>().join("\n") + "\n").unwrap();

@@ -196,7 +196,7 @@ fn a_cell_killed_at_a_random_step_resumes_and_replays_as_if_never_interrupted() 
     assert_eq!(again["resumes"], 1);
     assert_eq!(essentials(&again), essentials(&whole), "seed {seed}, killed after step {step}");
     assert_eq!(essentials(&live), essentials(&whole), "the report of the resumed run agrees too");
-    let ws = run_dir.join("cells").join(CELL).join("workspace");
+    let ws = run_dir.join("workspaces").join(CELL);
     assert_eq!(std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(), "two\n");
     assert_eq!(std::fs::read_to_string(ws.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
 }
@@ -280,7 +280,7 @@ fn a_workspace_changed_after_the_checkpoint_is_restored_and_verified() {
         spawn(&s, &["run", "--benchmark", "demo", "--format", "json", "--profile", "scripter", "--out"], &run_dir);
     kill_after_checkpoint(&mut child, &trace, 5);
     // By step 5 the agent wrote notes/a.txt and fixed calc.py; undo and add to that.
-    let ws = run_dir.join("cells").join(CELL).join("workspace");
+    let ws = run_dir.join("workspaces").join(CELL);
     std::fs::write(ws.join("calc.py"), "broken\n").unwrap();
     std::fs::remove_file(ws.join("notes/a.txt")).unwrap();
     std::fs::write(ws.join("stray.txt"), "not the agent's").unwrap();
@@ -531,7 +531,7 @@ fn a_multi_session_cell_killed_in_a_later_session_resumes_there() {
             .clone();
         assert_eq!(again["resumes"], 1);
         assert_eq!(session_essentials(&again), session_essentials(&whole), "killed after step {step}");
-        let ws = run_dir.join("cells").join(SESSIONS_CELL).join("workspace");
+        let ws = run_dir.join("workspaces").join(SESSIONS_CELL);
         assert_eq!(std::fs::read_to_string(ws.join("notes/done.txt")).unwrap(), "done\n");
         assert!(!run_dir.join("cells").join(SESSIONS_CELL).join("checkpoint").exists(), "finished: no checkpoints");
     }

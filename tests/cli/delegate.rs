@@ -131,7 +131,7 @@ fn a_child_that_tries_to_write_run_a_command_or_delegate_is_refused_in_its_own_t
     let (cell, run_dir, _) = run_script(&s, script, 1);
     assert_eq!(cell["outcome"], "failed", "nothing fixed the bug: the child could not edit");
     assert_eq!(cell["policy_denials"], 0, "the child's refusals are in its own trace, not the parent's");
-    let ws = std::fs::canonicalize(cell_dir(&run_dir).join("workspace")).unwrap();
+    let ws = std::fs::canonicalize(run_dir.join("workspaces/good__scripted")).unwrap();
     assert!(!ws.join("evil.txt").exists(), "the child wrote nothing");
     assert_eq!(std::fs::read_to_string(ws.join("calc.py")).unwrap(), "def add(a, b):\n    return a - b\n");
 

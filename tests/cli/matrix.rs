@@ -132,6 +132,8 @@ fn a_corrupt_trace_marks_its_cell_as_harness_error_and_the_report_still_renders(
     s.case("other", &GOOD_CASE.replace("id: good", "id: other"), GOOD_ORACLE);
     let run_dir = s.path().join("m");
     Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
+    // The layout before the pack (a folder and a plain trace per cell), to edit a cell by hand.
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     std::fs::write(run_dir.join("cells/good__oracle/trace.jsonl"), "{\"garbage\": true}\n{}\n").unwrap();
     // Half the oracle's cells lost their verdict: below the default 90% coverage, exit 4.
     let out =
@@ -158,7 +160,9 @@ fn resume_keeps_finished_cells_and_runs_the_rest() {
         .arg_path(&run_dir)
         .run()
         .code(0);
-    // Simulate an interruption: one trace cut before run_finished, one cell never started.
+    // Simulate an interruption: one trace cut before run_finished, one cell never started
+    // (edited by hand in the layout before the pack: a folder and a plain trace per cell).
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     let cut = run_dir.join("cells/good__oracle/trace.jsonl");
     let text = crate::read_trace_text(&cut).unwrap();
     let keep: Vec<&str> = text.lines().take(4).collect();

@@ -943,7 +943,7 @@ fn a_key_echoed_in_successful_replies_reaches_no_file_hcbench_writes() {
     }
     assert_no_canary(&run_dir, &out);
     assert_no_canary(&history, &out);
-    let workspace = std::fs::canonicalize(run_dir.join("cells/good__echo/workspace")).unwrap_or_default();
+    let workspace = std::fs::canonicalize(run_dir.join("workspaces/good__echo")).unwrap_or_default();
     if workspace.exists() {
         assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "key=[redacted]");
         assert_no_canary(&workspace, &out);

@@ -28,7 +28,7 @@ fn oracle_passes_every_case_replay_agrees_and_fixtures_stay_untouched() {
         assert_eq!(s["outcome"], "passed", "{cell}: {}", s["reason"]);
         assert_eq!(s["reward"], 1.0);
         assert!(s["tool_calls"].as_u64().unwrap() >= 2, "{cell} did real work");
-        assert!(run_dir.join("cells").join(cell).join("workspace").is_dir());
+        assert!(run_dir.join("workspaces").join(cell).is_dir());
     }
 
     // The summary rebuilt from traces alone equals the one the live run printed.
@@ -276,6 +276,8 @@ fn a_trace_cut_mid_line_still_replays_its_prefix() {
     s.case("good", GOOD_CASE, GOOD_ORACLE);
     let run_dir = s.path().join("run");
     Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
+    // The layout before the pack (a folder and a plain trace per cell), to edit cells by hand.
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     let trace = run_dir.join("cells/good__oracle/trace.jsonl");
     let text = crate::read_trace_text(&trace).unwrap();
     // Keep the first three events and half of the fourth, as a crash mid-write would.
@@ -299,6 +301,7 @@ fn events_of_a_kind_from_a_newer_hcbench_are_skipped_and_said_but_a_newer_versio
     s.case("good", GOOD_CASE, GOOD_ORACLE);
     let run_dir = s.path().join("run");
     Test::new().root(s.path()).args(&["run", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     let trace = run_dir.join("cells/good__oracle/trace.jsonl");
     let text = crate::read_trace_text(&trace).unwrap();
     let before = Test::new().args(&["replay", "--format", "json"]).arg_path(&trace).run().code(0).json();

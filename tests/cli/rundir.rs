@@ -120,6 +120,8 @@ fn a_run_directory_has_one_writer_and_a_second_one_is_told_who_holds_it() {
     assert_whole(&run_dir, &cells);
     assert!(report_json(&run_dir)["status"] == "complete");
 
+    // The layout before the pack (a folder and a plain trace per cell), to edit cells by hand.
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     // Two resumes started together: one finishes the run, the other leaves without writing.
     std::fs::remove_dir_all(run_dir.join("cells/slow__oracle")).unwrap();
     let a = spawn(s.path(), &["matrix", "--format", "json", "--resume"], &run_dir);
@@ -172,6 +174,7 @@ fn a_trace_written_twice_or_pieced_from_another_run_is_a_harness_error_and_resum
     for dir in [&run_dir, &stranger] {
         Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(dir).run().code(0);
     }
+    hcbench::trace::stored::unpack(&run_dir, false).unwrap();
     // A model action written twice (as a second writer would), and another run's trace.
     let dup = run_dir.join("cells/good__oracle/trace.jsonl");
     let text = crate::read_trace_text(&dup).unwrap();

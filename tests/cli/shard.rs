@@ -300,7 +300,8 @@ fn shards_that_are_not_one_plan_or_not_one_split_are_refused_by_name() {
     merge("x3", &[&a1, &whole]).code(2).stderr_has("is not a shard: its manifest has no `shard`");
     merge("x4", &[&a1, &a1]).code(2).stderr_has("shard 1/2 is given twice");
     merge("x5", &[&a1]).code(2).stderr_has("shard(s) 2/2 not given");
-    // A cell copied into a shard that does not own it.
+    // A cell copied into a shard that does not own it (shard 2 in the layout before the pack).
+    hcbench::trace::stored::unpack(&a2, false).unwrap();
     let stray = std::fs::read_dir(a2.join("cells")).unwrap().flatten().next().unwrap();
     let copied = a1.join("cells").join(stray.file_name());
     std::fs::create_dir_all(&copied).unwrap();
