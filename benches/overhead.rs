@@ -128,7 +128,14 @@ fn main() {
             let n = cells.len();
             let t0 = Instant::now();
             let summaries = rt.block_on(engine::execute(
-                engine::Batch { run_id: "bench", run_dir: &run_dir, cells, jobs, budget: None },
+                engine::Batch {
+                    run_id: "bench",
+                    run_dir: &run_dir,
+                    cells: cells.into(),
+                    jobs,
+                    budget: None,
+                    keep: engine::Keep::Summaries,
+                },
                 Arc::new(NullSink),
                 Cancel::default(),
             ));
