@@ -548,6 +548,36 @@ mod tests {
         assert_eq!(finished, planned, "every planned cell ran once");
     }
 
+    /// Kept summaries come back in plan order, whatever order the cells finished in (the
+    /// first planned cell here finishes last).
+    #[tokio::test]
+    async fn kept_summaries_are_in_plan_order_when_cells_finish_out_of_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let planned: Vec<String> = cells.iter().map(|c| c.cell_id.clone()).collect();
+        let slow = planned[0].clone();
+        let batch = Batch {
+            run_id: "r",
+            run_dir: dir.path(),
+            cells: cells.into(),
+            jobs: 2,
+            budget: None,
+            keep: Keep::Summaries,
+        };
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
+            let slow = cell.cell_id == slow;
+            async move {
+                if slow {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+                Ok(CellSummary { cell_id: cell.cell_id.clone(), outcome: Some(Outcome::Passed), ..Default::default() })
+            }
+        })
+        .await;
+        let ids: Vec<String> = summaries.into_iter().map(|s| s.cell_id).collect();
+        assert_eq!(ids, planned);
+    }
+
     #[tokio::test]
     async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
         let dir = tempfile::tempdir().unwrap();
