@@ -83,7 +83,14 @@ fn main() {
                 // `matrix` (once per run, not per cell).
                 let run = RunDir::create(&run_dir, bench_manifest(&bench.name)).unwrap();
                 let results = Arc::new(run.results().unwrap());
-                let batch = engine::Batch { run_id: "bench", run_dir: run.path(), cells, jobs: 1, budget: None };
+                let batch = engine::Batch {
+                    run_id: "bench",
+                    run_dir: run.path(),
+                    cells: cells.into(),
+                    jobs: 1,
+                    budget: None,
+                    keep: engine::Keep::Summaries,
+                };
                 let t0 = Instant::now();
                 let summaries = rt.block_on(engine::execute(batch, results.clone(), Cancel::default()));
                 let engine_us = t0.elapsed().as_micros() as u64;
@@ -147,7 +154,14 @@ fn main() {
             let n = cells.len();
             let t0 = Instant::now();
             let summaries = rt.block_on(engine::execute(
-                engine::Batch { run_id: "bench", run_dir: &run_dir, cells, jobs, budget: None },
+                engine::Batch {
+                    run_id: "bench",
+                    run_dir: &run_dir,
+                    cells: cells.into(),
+                    jobs,
+                    budget: None,
+                    keep: engine::Keep::Summaries,
+                },
                 Arc::new(NullSink),
                 Cancel::default(),
             ));

@@ -78,31 +78,35 @@ pub fn plan(
     epochs: u32,
     spec: &Arc<AgentSpec>,
 ) -> Vec<CellPlan> {
-    plan_variants(target, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs)
+    plan_variants(target, bench, case_ids, profiles, &[(String::new(), spec.clone())], epochs).collect()
 }
 
 /// [`plan`] with one agent spec per named variant (`hcbench ablate`: (ablation, spec with it
 /// applied)): cases x epochs x profiles x variants, variants innermost so every ablation makes
 /// progress from the start. An empty name is the plain spec (cell ids without an ablation).
 /// The order is [`crate::rundir::Manifest::cell_ids`]'s.
-pub fn plan_variants(
-    target: Target<'_>,
-    bench: &Benchmark,
-    case_ids: &[String],
-    profiles: &[Profile],
-    variants: &[(String, Arc<AgentSpec>)],
+///
+/// The cells are made as the iterator is read, so a run holds only those it is running
+/// ([`Cells::lazy`]): a plan of 100,000 cells costs no memory of its own. Cells of one case
+/// share one copy of it.
+pub fn plan_variants<'a>(
+    target: Target<'a>,
+    bench: &'a Benchmark,
+    case_ids: &'a [String],
+    profiles: &'a [Profile],
+    variants: &'a [(String, Arc<AgentSpec>)],
     epochs: u32,
-) -> Vec<CellPlan> {
+) -> impl Iterator<Item = CellPlan> + 'a {
     let Target { run_id, run_dir, isolation } = target;
-    let mut cells = Vec::new();
-    for case_id in case_ids {
-        let Some(case) = bench.case(case_id) else { continue };
-        let case = Arc::new(case.clone());
-        for epoch in 1..=epochs {
-            for profile in profiles {
-                for (ablation, spec) in variants {
+    let cases = case_ids.iter().filter_map(|id| bench.case(id).map(|case| (id, Arc::new(case.clone()))));
+    cases.flat_map(move |(case_id, case)| {
+        (1..=epochs).flat_map(move |epoch| {
+            let case = case.clone();
+            profiles.iter().flat_map(move |profile| {
+                let case = case.clone();
+                variants.iter().map(move |(ablation, spec)| {
                     let id = cell_id(case_id, profile.name(), ablation, epoch, epochs);
-                    cells.push(CellPlan {
+                    CellPlan {
                         run_id: run_id.to_string(),
                         cell_dir: run_dir.join("cells").join(&id),
                         workspace: isolation.workspaces.join(run_id).join(&id),
@@ -114,12 +118,60 @@ pub fn plan_variants(
                         spec: spec.clone(),
                         ablation: ablation.clone(),
                         sandbox: isolation.sandbox.clone(),
-                    });
-                }
+                    }
+                })
+            })
+        })
+    })
+}
+
+/// The cells of a batch, handed to the scheduler one at a time in plan order, with what the
+/// run's header says before the first starts (how many, which profiles).
+pub struct Cells<'a> {
+    total: usize,
+    profiles: Vec<String>,
+    cells: Box<dyn Iterator<Item = CellPlan> + 'a>,
+}
+
+impl<'a> Cells<'a> {
+    /// Cells made as the scheduler takes them: `make` is called twice, once to count the cells
+    /// and name their profiles and once to run them, and gives the same cells both times (a
+    /// plan is deterministic). So the whole plan is never in memory, only the running cells.
+    pub fn lazy<I: Iterator<Item = CellPlan> + 'a>(make: impl Fn() -> I) -> Cells<'a> {
+        let mut total = 0;
+        let mut profiles: Vec<String> = Vec::new();
+        for c in make() {
+            total += 1;
+            if !profiles.iter().any(|p| p == c.profile.name()) {
+                profiles.push(c.profile.name().to_string());
             }
         }
+        Cells { total, profiles, cells: Box::new(make()) }
     }
-    cells
+}
+
+impl From<Vec<CellPlan>> for Cells<'static> {
+    /// Cells planned beforehand (the gate's interleaved arms, `validate`, tests).
+    fn from(cells: Vec<CellPlan>) -> Cells<'static> {
+        let mut profiles: Vec<String> = Vec::new();
+        for c in &cells {
+            if !profiles.iter().any(|p| p == c.profile.name()) {
+                profiles.push(c.profile.name().to_string());
+            }
+        }
+        Cells { total: cells.len(), profiles, cells: Box::new(cells.into_iter()) }
+    }
+}
+
+/// What [`execute`] gives back. Every summary is in the run's results file and its cell's trace
+/// already, and holding all of them is what made a run's memory grow with its cells; so only
+/// callers that print or judge each cell keep them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Every finished cell's summary, in plan order (`run`, the gate, `validate`).
+    Summaries,
+    /// None (`matrix`, `ablate`: their reports are rebuilt from the traces).
+    Nothing,
 }
 
 /// A cost cap: once the cost of finished cells (plus `already_spent`, from cells kept by
@@ -136,13 +188,19 @@ pub struct Budget {
 pub struct Batch<'a> {
     pub run_id: &'a str,
     pub run_dir: &'a Path,
-    pub cells: Vec<CellPlan>,
+    pub cells: Cells<'a>,
     pub jobs: usize,
     pub budget: Option<Budget>,
+    pub keep: Keep,
 }
 
-/// Runs every cell with at most `jobs` at once; returns summaries in plan order. Cells not
-/// started because of cancellation or the budget are absent from the result.
+/// Runs every cell with at most `jobs` at once; returns summaries in plan order when the batch
+/// keeps them ([`Keep`]), else nothing. Cells not started because of cancellation or the budget
+/// are absent from the result.
+///
+/// Memory: the scheduler holds the cells that are running and nothing per finished cell
+/// (unless [`Keep::Summaries`]): cells are taken from the plan as they start, and a finished
+/// cell's task is reaped before the next starts.
 pub async fn execute(batch: Batch<'_>, sink: Arc<dyn EngineSink>, cancel: Cancel) -> Vec<CellSummary> {
     // Each cell reports its own resume (from a checkpoint, or refused) to the same sink.
     let cells_sink = sink.clone();
@@ -165,26 +223,33 @@ where
     F: Fn(CellPlan) -> Fut,
     Fut: Future<Output = std::io::Result<CellSummary>> + Send + 'static,
 {
-    let Batch { run_id, run_dir, cells, jobs, budget } = batch;
+    let Batch { run_id, run_dir, cells: Cells { total, profiles, cells }, jobs, budget, keep } = batch;
     let spent = Arc::new(Mutex::new((budget.map_or(0.0, |b| b.already_spent), false)));
-    let mut profiles: Vec<String> = Vec::new();
-    for c in &cells {
-        if !profiles.iter().any(|p| p == c.profile.name()) {
-            profiles.push(c.profile.name().to_string());
-        }
-    }
-    sink.event(EngineEvent::RunStarted { run_id, run_dir, cells: cells.len(), profiles: &profiles });
-    let total = cells.len();
+    sink.event(EngineEvent::RunStarted { run_id, run_dir, cells: total, profiles: &profiles });
     let semaphore = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let announced: Arc<Mutex<Vec<String>>> = Arc::default();
     let pack = Arc::new(crate::trace::pack::Appender::new(run_dir));
     let mut set = tokio::task::JoinSet::new();
+    let mut kept: Vec<(usize, CellSummary)> = Vec::new();
+    // The outer task only forwards the inner one's result and sends events: a panic there is a
+    // panic in a sink, which is a bug to surface, not a cell outcome.
+    let mut reap = |joined: Result<(usize, CellSummary), tokio::task::JoinError>| {
+        let (index, summary) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        if keep == Keep::Summaries {
+            kept.push((index, summary));
+        }
+    };
     // Permits are taken here, in plan order, before each cell is spawned: cells start in plan
     // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
     // the plan, and no task exists for a cell that has not started.
-    for (index, cell) in cells.into_iter().enumerate() {
+    for (index, cell) in cells.enumerate() {
         let permit = semaphore.clone().acquire_owned().await.expect("semaphore is never closed");
+        // A finished task keeps its output (and its allocation) until joined: joined here, the
+        // set holds only running cells however long the plan.
+        while let Some(joined) = set.try_join_next() {
+            reap(joined);
+        }
         if cancel.is_cancelled() {
             break;
         }
@@ -233,17 +298,14 @@ where
             (index, summary)
         });
     }
-    let mut out: Vec<Option<CellSummary>> = vec![None; total];
     while let Some(joined) = set.join_next().await {
-        // The outer task only forwards the inner one's result and sends events: a panic here is
-        // a panic in a sink, which is a bug to surface, not a cell outcome.
-        let (index, summary) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        out[index] = Some(summary);
+        reap(joined);
     }
     if let Err(e) = pack.finish() {
         tracing::warn!("cannot sync the run's pack of traces in {}: {e}", run_dir.display());
     }
-    out.into_iter().flatten().collect()
+    kept.sort_unstable_by_key(|(index, _)| *index);
+    kept.into_iter().map(|(_, summary)| summary).collect()
 }
 
 /// Tells the sink, once per profile, that `cell`'s profile is unreachable (its circuit breaker
@@ -373,7 +435,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
         let doomed = cells[0].cell_id.clone();
-        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 2, budget: None };
+        let batch = Batch {
+            run_id: "r",
+            run_dir: dir.path(),
+            cells: cells.into(),
+            jobs: 2,
+            budget: None,
+            keep: Keep::Summaries,
+        };
         let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
             let doomed = doomed.clone();
             async move {
@@ -426,7 +495,14 @@ mod tests {
         let failure = ProviderFailure { class: FailureClass::Auth, message: "HTTP 401".into(), fix: None };
         http.transport.first_failure.set(failure).unwrap();
         let sink = Arc::new(Count(Mutex::new(Vec::new())));
-        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 1, budget: None };
+        let batch = Batch {
+            run_id: "r",
+            run_dir: dir.path(),
+            cells: cells.into(),
+            jobs: 1,
+            budget: None,
+            keep: Keep::Summaries,
+        };
         execute_with(batch, sink.clone(), Cancel::default(), |cell| async move {
             Ok(CellSummary {
                 cell_id: cell.cell_id.clone(),
@@ -438,11 +514,86 @@ mod tests {
         assert_eq!(*sink.0.lock().unwrap(), ["local: HTTP 401"], "two cells failed, one announcement");
     }
 
+    /// A batch that keeps nothing returns nothing, yet every cell finishes and reaches the sink
+    /// (the results file is such a sink), and the lazy plan's header counts every cell.
+    #[tokio::test]
+    async fn a_batch_that_keeps_nothing_still_reports_every_cell_to_the_sink() {
+        struct Finished(Mutex<Vec<String>>, Mutex<Option<usize>>);
+        impl EngineSink for Finished {
+            fn event(&self, event: EngineEvent<'_>) {
+                match event {
+                    EngineEvent::RunStarted { cells, .. } => *self.1.lock().unwrap() = Some(cells),
+                    EngineEvent::CellFinished { summary, .. } => self.0.lock().unwrap().push(summary.cell_id.clone()),
+                    _ => {}
+                }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let bench = load_benchmark(Path::new(env!("CARGO_MANIFEST_DIR")), "hc-bench").unwrap();
+        let ids: Vec<String> = bench.cases.iter().take(3).map(|c| c.id.clone()).collect();
+        let isolation = Isolation::unsandboxed(dir.path());
+        let target = Target { run_id: "r", run_dir: dir.path(), isolation: &isolation };
+        let variants = [(String::new(), Arc::new(AgentSpec::default()))];
+        let profiles = [Profile::oracle()];
+        let cells = Cells::lazy(|| plan_variants(target, &bench, &ids, &profiles, &variants, 2));
+        let sink = Arc::new(Finished(Mutex::default(), Mutex::default()));
+        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 2, budget: None, keep: Keep::Nothing };
+        let summaries = execute_with(batch, sink.clone(), Cancel::default(), |cell| async move {
+            Ok(CellSummary { cell_id: cell.cell_id.clone(), outcome: Some(Outcome::Passed), ..Default::default() })
+        })
+        .await;
+        assert!(summaries.is_empty(), "nothing kept");
+        assert_eq!(*sink.1.lock().unwrap(), Some(6), "3 cases x 2 epochs announced");
+        let mut finished = sink.0.lock().unwrap().clone();
+        finished.sort();
+        let mut planned: Vec<String> =
+            plan_variants(target, &bench, &ids, &profiles, &variants, 2).map(|c| c.cell_id).collect();
+        planned.sort();
+        assert_eq!(finished, planned, "every planned cell ran once");
+    }
+
+    /// Kept summaries come back in plan order, whatever order the cells finished in (the
+    /// first planned cell here finishes last).
+    #[tokio::test]
+    async fn kept_summaries_are_in_plan_order_when_cells_finish_out_of_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let planned: Vec<String> = cells.iter().map(|c| c.cell_id.clone()).collect();
+        let slow = planned[0].clone();
+        let batch = Batch {
+            run_id: "r",
+            run_dir: dir.path(),
+            cells: cells.into(),
+            jobs: 2,
+            budget: None,
+            keep: Keep::Summaries,
+        };
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
+            let slow = cell.cell_id == slow;
+            async move {
+                if slow {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+                Ok(CellSummary { cell_id: cell.cell_id.clone(), outcome: Some(Outcome::Passed), ..Default::default() })
+            }
+        })
+        .await;
+        let ids: Vec<String> = summaries.into_iter().map(|s| s.cell_id).collect();
+        assert_eq!(ids, planned);
+    }
+
     #[tokio::test]
     async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
-        let batch = Batch { run_id: "r", run_dir: dir.path(), cells, jobs: 1, budget: None };
+        let batch = Batch {
+            run_id: "r",
+            run_dir: dir.path(),
+            cells: cells.into(),
+            jobs: 1,
+            budget: None,
+            keep: Keep::Summaries,
+        };
         let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |_| async {
             Err(std::io::Error::other("disk full"))
         })

@@ -28,8 +28,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::agent::CellPlan;
-use crate::engine::{self, Batch, Budget, Cancel};
+use crate::engine::{self, Batch, Budget, Cancel, Cells, Keep};
 use crate::events::{EngineEvent, EngineSink, Fanout};
 use crate::replay::CellSummary;
 use crate::rundir::{RunDir, RunDirError};
@@ -143,14 +142,15 @@ impl Session {
     pub(crate) fn execute_run(
         &self,
         run: &RunDir,
-        cells: Vec<CellPlan>,
+        cells: Cells<'_>,
         jobs: usize,
         progress: Arc<dyn EngineSink>,
         budget: Option<Budget>,
+        keep: Keep,
     ) -> Result<Execution, RunDirError> {
         let results = Arc::new(run.results()?);
         let sink = Arc::new(Fanout::new(vec![progress, results.clone()]));
-        let batch = Batch { run_id: &run.manifest().run_id, run_dir: run.path(), cells, jobs, budget };
+        let batch = Batch { run_id: &run.manifest().run_id, run_dir: run.path(), cells, jobs, budget, keep };
         let done = self.execute(batch, sink);
         results.finish()?;
         Ok(done)

@@ -147,18 +147,33 @@ impl std::fmt::Display for Shard {
 /// The shard (1-based) of every cell of `plan`, in plan order: each group's cells dealt
 /// round-robin, group g starting at shard g + 1 (module doc).
 pub fn assign(plan: &[PlannedCell], count: u32) -> Vec<u32> {
-    let count = count.max(1) as usize;
-    // Groups numbered in order of first appearance, and how many of each were dealt so far.
-    let mut groups: HashMap<(&str, &str), (usize, usize)> = HashMap::new();
-    plan.iter()
-        .map(|cell| {
-            let next = groups.len();
-            let (group, dealt) = groups.entry((cell.profile.as_str(), cell.ablation.as_str())).or_insert((next, 0));
-            let shard = (*group + *dealt) % count;
-            *dealt += 1;
-            shard as u32 + 1
-        })
-        .collect()
+    let mut dealer = Dealer::new(count);
+    plan.iter().map(|cell| dealer.deal(&cell.profile, &cell.ablation)).collect()
+}
+
+/// [`assign`] one cell at a time, for a plan read as it runs (src/engine.rs makes cells lazily,
+/// so a shard selects its cells without the whole plan in memory).
+pub struct Dealer {
+    count: usize,
+    /// Per group (profile, ablation), in order of first appearance: its number and how many of
+    /// its cells were dealt so far.
+    groups: HashMap<(String, String), (usize, usize)>,
+}
+
+impl Dealer {
+    pub fn new(count: u32) -> Dealer {
+        Dealer { count: count.max(1) as usize, groups: HashMap::new() }
+    }
+
+    /// The shard (1-based) of the next cell of the plan, of this profile and ablation.
+    pub fn deal(&mut self, profile: &str, ablation: &str) -> u32 {
+        let next = self.groups.len();
+        let key = (profile.to_string(), ablation.to_string());
+        let (group, dealt) = self.groups.entry(key).or_insert((next, 0));
+        let shard = (*group + *dealt) % self.count;
+        *dealt += 1;
+        shard as u32 + 1
+    }
 }
 
 #[cfg(test)]

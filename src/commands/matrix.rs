@@ -14,7 +14,7 @@ use super::CommandError;
 use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::load_benchmark;
-use crate::engine::{self, Budget};
+use crate::engine::{self, Budget, Keep};
 use crate::events::{EngineEvent, EngineSink};
 use crate::exit;
 use crate::interrupt::Session;
@@ -22,6 +22,7 @@ use crate::replay::CellSummary;
 use crate::report::{self, progress};
 use crate::rundir::{Manifest, Plan, RunDir};
 use crate::settings::{MatrixSettings, MatrixStart};
+use crate::shard::Dealer;
 
 pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandError> {
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
@@ -92,7 +93,11 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
     };
 
     let m = run.manifest();
-    let kept_ids: BTreeSet<&str> = kept.iter().map(|s| s.cell_id.as_str()).collect();
+    // Kept cells are not run again: their ids are all the run needs of them (and their cost,
+    // for the budget), so their summaries are not held while the others run.
+    let kept_count = kept.len();
+    let already_spent: f64 = kept.iter().filter_map(CellSummary::cost_usd).sum();
+    let kept_ids: BTreeSet<String> = kept.into_iter().map(|s| s.cell_id).collect();
     // One spec per ablation (`hcbench ablate`), or the spec alone (no ablation in the cell ids).
     let variants = if m.ablations.is_empty() {
         vec![(String::new(), spec)]
@@ -105,17 +110,18 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
         v
     };
     let target = engine::Target { run_id: &m.run_id, run_dir: run.path(), isolation: &s.isolation };
-    let planned = engine::plan_variants(target, &bench, &m.case_ids(), &profiles, &variants, m.epochs);
-    let cells: Vec<_> =
-        in_this_run(m, planned).into_iter().filter(|c| !kept_ids.contains(c.cell_id.as_str())).collect();
-    if !kept.is_empty() || !retried.is_empty() {
-        progress.event(EngineEvent::CellsKept { count: kept.len(), retried: retried.len() });
+    let case_ids = m.case_ids();
+    let cells = engine::Cells::lazy(|| {
+        let planned = engine::plan_variants(target, &bench, &case_ids, &profiles, &variants, m.epochs);
+        in_this_run(m, planned).filter(|c| !kept_ids.contains(&c.cell_id))
+    });
+    if kept_count > 0 || !retried.is_empty() {
+        progress.event(EngineEvent::CellsKept { count: kept_count, retried: retried.len() });
     }
-    let budget = m
-        .budget_usd
-        .map(|limit_usd| Budget { limit_usd, already_spent: kept.iter().filter_map(CellSummary::cost_usd).sum() });
+    let budget = m.budget_usd.map(|limit_usd| Budget { limit_usd, already_spent });
     let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
-    let done = session.execute_run(&run, cells, s.jobs, progress, budget)?;
+    // The report below is rebuilt from the traces: the run keeps no summary.
+    let done = session.execute_run(&run, cells, s.jobs, progress, budget, Keep::Nothing)?;
 
     let report = report::model::build(run.path(), true)?;
     let written = report::write_all(run.path(), &report)?;
@@ -145,13 +151,17 @@ pub fn matrix(s: MatrixSettings, human_test_split: bool) -> Result<i32, CommandE
     Ok(if done.cancelled { exit::INTERRUPTED } else { report.verdict.exit_code })
 }
 
-/// The planned cells this run holds: all of them, or with `--shard` its part (in plan order).
-pub(crate) fn in_this_run(m: &Manifest, planned: Vec<CellPlan>) -> Vec<CellPlan> {
-    if m.shard.is_none() {
-        return planned;
-    }
-    let mine: BTreeSet<String> = m.cell_ids().into_iter().map(|c| c.cell_id).collect();
-    planned.into_iter().filter(|c| mine.contains(&c.cell_id)).collect()
+/// The planned cells this run holds: all of them, or with `--shard` its part (in plan order),
+/// chosen as the plan is read.
+pub(crate) fn in_this_run<'a>(
+    m: &Manifest,
+    planned: impl Iterator<Item = CellPlan> + 'a,
+) -> impl Iterator<Item = CellPlan> + 'a {
+    let mut shard = m.shard.map(|s| (s.index, Dealer::new(s.count)));
+    planned.filter(move |c| match &mut shard {
+        None => true,
+        Some((index, dealer)) => dealer.deal(c.profile.name(), &c.ablation) == *index,
+    })
 }
 
 /// The summary of `--retry-errors`: how many cells ran again, what they had ended in, and what
@@ -169,4 +179,50 @@ fn retried_line(before: &[CellSummary], now: &[CellSummary]) -> String {
     let after =
         count(now.iter().filter(|c| ids.contains(c.cell_id.as_str())).map(CellSummary::outcome_label).collect());
     format!("retried {} cell(s) that had ended in an infrastructure error ({then}): now {after}", before.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::model::Profile;
+    use crate::sandbox::Isolation;
+    use crate::shard::Shard;
+
+    /// The cells a shard runs, chosen as the lazy plan is read, are the manifest's cells of that
+    /// shard (what `merge` checks coverage against), in the same order: two profiles, two
+    /// epochs, every shard of three.
+    #[test]
+    fn a_shard_takes_from_the_lazy_plan_exactly_the_manifests_cells() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bench = load_benchmark(root, "hc-bench").unwrap();
+        let case_ids: Vec<String> = bench.cases.iter().take(5).map(|c| c.id.clone()).collect();
+        let mut second = Profile::oracle();
+        second.name = "second".into();
+        let profiles = [Profile::oracle(), second];
+        let dir = tempfile::tempdir().unwrap();
+        let isolation = Isolation::unsandboxed(dir.path());
+        let target = engine::Target { run_id: "r", run_dir: dir.path(), isolation: &isolation };
+        let variants = [(String::new(), Arc::new(AgentSpec::default()))];
+        for index in 1..=3 {
+            let plan = Plan {
+                command: "matrix",
+                run_id: "r",
+                profiles: profiles.iter().map(|p| p.name().to_string()).collect(),
+                epochs: 2,
+                jobs: 1,
+                agent_spec: "",
+                agent_dir: None,
+                sandbox: isolation.sandbox.info(),
+            };
+            let mut manifest = Manifest::new(plan, root, &bench, &case_ids);
+            manifest.shard = Some(Shard::new(index, 3).unwrap());
+            let planned = engine::plan_variants(target, &bench, &case_ids, &profiles, &variants, 2);
+            let ran: Vec<String> = in_this_run(&manifest, planned).map(|c| c.cell_id).collect();
+            let expected: Vec<String> = manifest.cell_ids().into_iter().map(|c| c.cell_id).collect();
+            assert_eq!(ran, expected, "shard {index}/3");
+            assert!(ran.len() >= 6, "shard {index}/3 has its share of 20 cells: {ran:?}");
+        }
+    }
 }

@@ -35,11 +35,15 @@ pub fn run(settings: &Settings, s: RunSettings, human_test_split: bool) -> Resul
     manifest.plan_digest = Some(manifest.plan_digest());
     let run = RunDir::create(&s.run_dir, manifest)?;
     let target = engine::Target { run_id: &s.run_id, run_dir: run.path(), isolation: &s.isolation };
-    let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(&s.profile), 1, &s.spec);
-    let cells = super::matrix::in_this_run(run.manifest(), cells);
+    let plain = [(String::new(), s.spec.clone())];
+    let cells = engine::Cells::lazy(|| {
+        let planned = engine::plan_variants(target, bench, case_ids, std::slice::from_ref(&s.profile), &plain, 1);
+        super::matrix::in_this_run(run.manifest(), planned)
+    });
     let progress: Arc<dyn EngineSink> = Arc::from(progress::auto());
     let session = Session::for_progress(&progress).context("cannot start the async runtime")?;
-    let done = session.execute_run(&run, cells, s.jobs, progress, None)?;
+    // Every cell's summary is printed below (and recorded for the gate's promotion).
+    let done = session.execute_run(&run, cells, s.jobs, progress, None, engine::Keep::Summaries)?;
     let report = report::model::build(run.path(), true)?;
     report::write_all(run.path(), &report)?;
     if s.records_train_results {

@@ -18,7 +18,7 @@ use super::private::SilentLogs;
 use crate::agent::CellPlan;
 use crate::agent::spec::AgentSpec;
 use crate::bench::Benchmark;
-use crate::engine::{self, Batch, Target};
+use crate::engine::{self, Batch, Keep, Target};
 use crate::events::{EngineEvent, EngineSink};
 use crate::interrupt::Session;
 use crate::model::Profile;
@@ -117,7 +117,7 @@ impl Runner {
         let target = Target { run_id, run_dir: run.path(), isolation: &self.isolation };
         let cells = engine::plan(target, bench, case_ids, std::slice::from_ref(profile), epochs, spec);
         let progress = Arc::new(TrainProgress(self.live.clone()));
-        let done = self.session.execute_run(&run, cells, self.jobs, progress, None)?;
+        let done = self.session.execute_run(&run, cells.into(), self.jobs, progress, None, Keep::Summaries)?;
         Ok((!done.cancelled).then_some(done.summaries))
     }
 
@@ -186,7 +186,9 @@ impl Runner {
         if self.is_cancelled() {
             return None;
         }
-        let done = self.session.execute(Batch { run_id, run_dir, cells, jobs: self.jobs, budget: None }, sink);
+        let batch =
+            Batch { run_id, run_dir, cells: cells.into(), jobs: self.jobs, budget: None, keep: Keep::Summaries };
+        let done = self.session.execute(batch, sink);
         (!done.cancelled).then_some(done.summaries)
     }
 }

@@ -194,19 +194,14 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
     let manifest = Manifest::read(run_dir)?;
     let planned = manifest.cell_ids();
     let run_ids = manifest.trace_run_ids(&planned);
-    let results: Vec<(CellSummary, Option<String>)> = planned
+    // Unzipped as they come: the summaries are the report's one per-cell cost, held once.
+    let (cells, notes): (Vec<CellSummary>, Vec<Option<String>>) = planned
         .par_iter()
         .zip(&run_ids)
         .map(|(planned, run_id)| load_cell(&trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest))
-        .collect();
-    let mut cells = Vec::with_capacity(results.len());
-    let mut notes = Vec::new();
-    for (summary, note) in results {
-        cells.push(summary);
-        if let Some(n) = note {
-            notes.push(n);
-        }
-    }
+        .unzip();
+    drop((planned, run_ids));
+    let mut notes: Vec<String> = notes.into_iter().flatten().collect();
     let mut tls = Vec::new();
     if timelines && !split_layout(&cells) {
         tls = cells

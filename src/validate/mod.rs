@@ -135,7 +135,7 @@ pub(crate) fn run(
     let progress = sink.progress();
     let session = Session::for_progress(&progress)
         .map_err(|source| ValidateError::Io { context: "cannot start the async runtime".into(), source })?;
-    let done = session.execute_run(&run, cells, jobs, progress, None)?;
+    let done = session.execute_run(&run, cells.into(), jobs, progress, None, engine::Keep::Summaries)?;
     let outcome = if done.cancelled {
         ValidateOutcome::Interrupted
     } else {
