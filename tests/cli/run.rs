@@ -176,6 +176,19 @@ impl Scratch {
         self.write(&format!("benchmarks/demo/cases/{id}.yaml"), yaml);
         self.write(&format!("benchmarks/demo/oracle/{id}.yaml"), oracle);
     }
+
+    /// Case `loud`: [`GOOD_CASE`] whose test command prints 20,000 bytes, more than a trace
+    /// keeps inline, so its cell stores the output as an artifact.
+    pub fn loud_case(&self) {
+        self.case(
+            "loud",
+            &GOOD_CASE.replace("id: good", "id: loud").replace(
+                "test_command: [python3, -m, unittest, discover, -s, tests]",
+                "test_command: [python3, -c, 'print(\"x\" * 20000)']",
+            ),
+            GOOD_ORACLE,
+        );
+    }
 }
 
 pub const GOOD_CASE: &str = "id: good\ncategory: bugfix\nsplit: train\nfixture: calc\nprompt: fix add\nstep_budget: 5\ntimeout_s: 30\ntest_command: [python3, -m, unittest, discover, -s, tests]\nverifier:\n  unchanged: [tests/test_calc.py]\n";

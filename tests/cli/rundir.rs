@@ -382,14 +382,7 @@ fn the_manifest_names_the_benchmark_that_ran_and_whether_it_was_committed() {
 fn cells_have_artifacts_only_when_an_output_needed_one() {
     let s = Scratch::new();
     s.case("good", GOOD_CASE, GOOD_ORACLE);
-    s.case(
-        "loud",
-        &GOOD_CASE.replace("id: good", "id: loud").replace(
-            "test_command: [python3, -m, unittest, discover, -s, tests]",
-            "test_command: [python3, -c, 'print(\"x\" * 20000)']",
-        ),
-        GOOD_ORACLE,
-    );
+    s.loud_case();
     let run_dir = s.path().join("m");
     Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     assert!(!run_dir.join("cells/good__oracle/artifacts").exists(), "no empty artifacts/ folder");

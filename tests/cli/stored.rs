@@ -100,14 +100,7 @@ fn finished_traces_go_to_the_pack_and_replay_as_the_older_layouts() {
 fn a_cell_with_artifacts_keeps_its_folder_without_its_trace() {
     let s = Scratch::new();
     s.case("good", GOOD_CASE, GOOD_ORACLE);
-    s.case(
-        "loud",
-        &GOOD_CASE.replace("id: good", "id: loud").replace(
-            "test_command: [python3, -m, unittest, discover, -s, tests]",
-            "test_command: [python3, -c, 'print(\"x\" * 20000)']",
-        ),
-        GOOD_ORACLE,
-    );
+    s.loud_case();
     let run_dir = s.path().join("m");
     Test::new().root(s.path()).args(&["matrix", "--benchmark", "demo", "--out"]).arg_path(&run_dir).run().code(0);
     assert!(!run_dir.join("cells/good__oracle").exists(), "nothing else to keep: no folder");
