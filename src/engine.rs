@@ -142,11 +142,16 @@ impl<'a> Cells<'a> {
         let mut profiles: Vec<String> = Vec::new();
         for c in make() {
             total += 1;
-            if !profiles.iter().any(|p| p == c.profile.name()) {
-                profiles.push(c.profile.name().to_string());
-            }
+            note_profile(&mut profiles, &c);
         }
         Cells { total, profiles, cells: Box::new(make()) }
+    }
+}
+
+/// Adds `cell`'s profile to `profiles` (first-seen order) unless it is there already.
+fn note_profile(profiles: &mut Vec<String>, cell: &CellPlan) {
+    if !profiles.iter().any(|p| p == cell.profile.name()) {
+        profiles.push(cell.profile.name().to_string());
     }
 }
 
@@ -155,9 +160,7 @@ impl From<Vec<CellPlan>> for Cells<'static> {
     fn from(cells: Vec<CellPlan>) -> Cells<'static> {
         let mut profiles: Vec<String> = Vec::new();
         for c in &cells {
-            if !profiles.iter().any(|p| p == c.profile.name()) {
-                profiles.push(c.profile.name().to_string());
-            }
+            note_profile(&mut profiles, c);
         }
         Cells { total: cells.len(), profiles, cells: Box::new(cells.into_iter()) }
     }
@@ -430,19 +433,17 @@ mod tests {
         )
     }
 
+    /// A batch of `cells` in run `r` that keeps its summaries.
+    fn kept_batch(run_dir: &Path, cells: Vec<CellPlan>, jobs: usize) -> Batch<'_> {
+        Batch { run_id: "r", run_dir, cells: cells.into(), jobs, budget: None, keep: Keep::Summaries }
+    }
+
     #[tokio::test]
     async fn a_panicking_cell_ends_as_harness_error_and_the_others_run() {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
         let doomed = cells[0].cell_id.clone();
-        let batch = Batch {
-            run_id: "r",
-            run_dir: dir.path(),
-            cells: cells.into(),
-            jobs: 2,
-            budget: None,
-            keep: Keep::Summaries,
-        };
+        let batch = kept_batch(dir.path(), cells, 2);
         let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
             let doomed = doomed.clone();
             async move {
@@ -495,14 +496,7 @@ mod tests {
         let failure = ProviderFailure { class: FailureClass::Auth, message: "HTTP 401".into(), fix: None };
         http.transport.first_failure.set(failure).unwrap();
         let sink = Arc::new(Count(Mutex::new(Vec::new())));
-        let batch = Batch {
-            run_id: "r",
-            run_dir: dir.path(),
-            cells: cells.into(),
-            jobs: 1,
-            budget: None,
-            keep: Keep::Summaries,
-        };
+        let batch = kept_batch(dir.path(), cells, 1);
         execute_with(batch, sink.clone(), Cancel::default(), |cell| async move {
             Ok(CellSummary {
                 cell_id: cell.cell_id.clone(),
@@ -560,14 +554,7 @@ mod tests {
         let cells = two_cells(dir.path());
         let planned: Vec<String> = cells.iter().map(|c| c.cell_id.clone()).collect();
         let slow = planned[0].clone();
-        let batch = Batch {
-            run_id: "r",
-            run_dir: dir.path(),
-            cells: cells.into(),
-            jobs: 2,
-            budget: None,
-            keep: Keep::Summaries,
-        };
+        let batch = kept_batch(dir.path(), cells, 2);
         let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| {
             let slow = cell.cell_id == slow;
             async move {
@@ -586,14 +573,7 @@ mod tests {
     async fn a_cell_whose_trace_cannot_be_written_is_a_harness_error() {
         let dir = tempfile::tempdir().unwrap();
         let cells = two_cells(dir.path());
-        let batch = Batch {
-            run_id: "r",
-            run_dir: dir.path(),
-            cells: cells.into(),
-            jobs: 1,
-            budget: None,
-            keep: Keep::Summaries,
-        };
+        let batch = kept_batch(dir.path(), cells, 1);
         let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |_| async {
             Err(std::io::Error::other("disk full"))
         })

@@ -81,9 +81,8 @@ pub fn locate(path: &Path) -> Option<PathBuf> {
     if compressed.is_file() {
         return Some(compressed);
     }
-    let (run_dir, cell) = pack_name(path)?;
-    match packed_slot(&run_dir, &cell) {
-        Ok(slot) => slot.map(|_| path.to_path_buf()),
+    match in_pack(path) {
+        Ok(found) => found.map(|_| path.to_path_buf()),
         // An index that cannot be read: [`open`] of this name says why, naming the file.
         Err(_) => Some(path.to_path_buf()),
     }
@@ -129,9 +128,7 @@ pub fn open(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
             match File::open(&compressed) {
                 Ok(f) => (f, compressed),
                 Err(_) => {
-                    if let Some((run_dir, cell)) = pack_name(path)
-                        && let Some((loaded, slot)) = packed_slot(&run_dir, &cell)?
-                    {
+                    if let Some((loaded, slot, cell)) = in_pack(path)? {
                         let frame = pack::read_frame(&loaded.pack, &loaded.path, slot)?;
                         let what = || {
                             format!(
@@ -161,15 +158,7 @@ pub fn open(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
 
 /// The plain bytes of the zstd frame `frame`; `what` names it in errors.
 fn decode(frame: Vec<u8>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRead + Send>> {
-    let corrupt = |e: io::Error| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume RUN_DIR` runs a cell whose trace does not read)",
-                what()
-            ),
-        )
-    };
+    let corrupt = |e: io::Error| corrupt(&what(), e);
     match zstd::zstd_safe::get_frame_content_size(&frame) {
         Ok(Some(size)) if size <= WHOLE_DECODE_MAX => {
             let plain = DECOMPRESSOR.with(|d| -> io::Result<Vec<u8>> {
@@ -205,16 +194,18 @@ struct Named<R> {
 
 impl<R: Read> Read for Named<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume RUN_DIR` runs a cell whose trace does not read)",
-                    self.what
-                ),
-            )
-        })
+        self.inner.read(buf).map_err(|e| corrupt(&self.what, e))
     }
+}
+
+/// The error of a compressed trace (`what` names it) that does not decode, with what to do.
+fn corrupt(what: &str, e: io::Error) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{what} is corrupt ({e}); restore it from a copy or run the cell again (`hcbench matrix --resume RUN_DIR` runs a cell whose trace does not read)"
+        ),
+    )
 }
 
 /// A run's pack as readers hold it: its index and the open pack file, kept per run directory
@@ -228,6 +219,13 @@ struct Loaded {
 }
 
 static PACKS: LazyLock<Mutex<HashMap<PathBuf, Arc<Loaded>>>> = LazyLock::new(Mutex::default);
+
+/// Where the pack of its run holds the trace named `path` (`<run_dir>/cells/<cell>/trace.jsonl`),
+/// with the cell's id; none for a name outside a run directory's `cells/`.
+fn in_pack(path: &Path) -> io::Result<Option<(Arc<Loaded>, Slot, String)>> {
+    let Some((run_dir, cell)) = pack_name(path) else { return Ok(None) };
+    Ok(packed_slot(&run_dir, &cell)?.map(|(loaded, slot)| (loaded, slot, cell)))
+}
 
 /// Where the pack of `run_dir` holds `cell`'s trace, if it does.
 fn packed_slot(run_dir: &Path, cell: &str) -> io::Result<Option<(Arc<Loaded>, Slot)>> {
@@ -283,9 +281,7 @@ pub fn stored_frame(path: &Path) -> io::Result<Vec<u8>> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         Err(_) => {}
     }
-    if let Some((run_dir, cell)) = pack_name(path)
-        && let Some((loaded, slot)) = packed_slot(&run_dir, &cell)?
-    {
+    if let Some((loaded, slot, _)) = in_pack(path)? {
         return pack::read_frame(&loaded.pack, &loaded.path, slot);
     }
     Err(io::Error::new(io::ErrorKind::NotFound, format!("no trace at {}", path.display())))
