@@ -288,19 +288,19 @@ fn redact_table(table: &str) -> String {
 /// Every `*_ms` field, the agent spec's digest, the run id and the start time. The file's own
 /// text is compared, not a re-serialization, so the field order a reader sees is checked too.
 fn redact_json(text: &str) -> String {
-    let millis = Regex::new(r#""(\w+_ms)": \d+"#).unwrap();
-    let digest = Regex::new(r#""agent_spec": "[0-9a-f]{64}""#).unwrap();
-    let text = millis.replace_all(text, r#""$1": "[ms]""#);
-    let text = digest.replace_all(&text, r#""agent_spec": "[digest]""#);
-    let sandbox = Regex::new(r#"("mechanism": "bubblewrap",\s*"version": )"[^"]*""#).unwrap();
+    let millis = Regex::new(r#""(\w+_ms)":( ?)\d+"#).unwrap();
+    let digest = Regex::new(r#""agent_spec":( ?)"[0-9a-f]{64}""#).unwrap();
+    let text = millis.replace_all(text, r#""$1":$2"[ms]""#);
+    let text = digest.replace_all(&text, r#""agent_spec":$1"[digest]""#);
+    let sandbox = Regex::new(r#"("mechanism":\s*"bubblewrap",\s*"version":\s*)"[^"]*""#).unwrap();
     let text = sandbox.replace_all(&text, r#"$1"[version]""#);
     // A traceback in a tool's output names the workspace's absolute path, whose length follows
     // the run id (it holds a pid), so the context's size varies by a few tokens between runs.
     // Checked for being there and positive, then redacted.
-    let tokens = Regex::new(r#""context_tokens": (\d+)"#).unwrap();
-    assert!(tokens.captures_iter(&text).all(|c| c[1].parse::<u64>().unwrap() > 0), "every cell packs a context");
+    let tokens = Regex::new(r#""context_tokens":( ?)(\d+)"#).unwrap();
+    assert!(tokens.captures_iter(&text).all(|c| c[2].parse::<u64>().unwrap() > 0), "every cell packs a context");
     assert!(tokens.is_match(&text), "report.json gives each cell's context_tokens");
-    let text = tokens.replace_all(&text, r#""context_tokens": "[tokens]""#);
+    let text = tokens.replace_all(&text, r#""context_tokens":$1"[tokens]""#);
     let redacted = redact_text(&text);
     serde_json::from_str::<serde_json::Value>(&redacted).expect("report.json stays JSON after redaction");
     redacted

@@ -57,11 +57,11 @@ fn normalized(path: &Path, ids: &BTreeSet<String>, resumed: bool) -> String {
         // The interrupted cell has one event more: `resumed` when it continued from its
         // checkpoint (and says so in `resumes`), `resume_refused` when it had none yet.
         for pattern in
-            [r#"\s*"(resumes|resumed|resume_refused)": \d+,"#, r#",\s*"(resumes|resumed|resume_refused)": \d+"#]
+            [r#"\s*"(resumes|resumed|resume_refused)":\s*\d+,"#, r#",\s*"(resumes|resumed|resume_refused)":\s*\d+"#]
         {
             text = regex::Regex::new(pattern).unwrap().replace_all(&text, "").into_owned();
         }
-        text = regex::Regex::new(r#""events": \d+"#).unwrap().replace_all(&text, r#""events": N"#).into_owned();
+        text = regex::Regex::new(r#""events":\s*\d+"#).unwrap().replace_all(&text, r#""events": N"#).into_owned();
     }
     text
 }
