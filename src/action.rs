@@ -288,6 +288,22 @@ impl Tool {
     pub fn is_read_only(self) -> bool {
         self.def().read_only
     }
+
+    /// Whether a call can change the workspace's files: the editing tools and the ones that run
+    /// commands. A step whose calls all cannot leaves the workspace as the step before left it,
+    /// so its checkpoint reuses that step's digests instead of walking the files again
+    /// (`agent::checkpoint`). A delegation only lists, reads and searches; `finish` ends the loop.
+    pub fn may_change_files(self) -> bool {
+        match self {
+            Tool::EditFile | Tool::WriteFile | Tool::RunTests | Tool::RunCommand => true,
+            Tool::ListFiles
+            | Tool::ReadFile
+            | Tool::SearchCode
+            | Tool::RepoMap
+            | Tool::DelegateReadonly
+            | Tool::Finish => false,
+        }
+    }
 }
 
 fn default_dot() -> String {

@@ -11,8 +11,10 @@
 //! names a complete file; the file of the step before is removed only once the new event is
 //! written, so a kill between the two still finds the older pair.
 //!
-//! The workspace is recorded as digests (path -> sha256, size, mode), kept cheap per step by a
-//! stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
+//! The workspace is recorded as digests (path -> sha256, size, mode). After a step none of whose
+//! calls could change a file (reads, listings, searches, the map, a delegation, `finish`; no
+//! hooks in the spec) they are the last scan's, not walked again. Otherwise they are kept cheap
+//! by a stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
 //! it changed so recently (50 ms) that the file system's coarse clock could hide a second write. Every content
 //! hashed after the cell started is also kept in a content-addressed store
 //! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
@@ -201,6 +203,8 @@ pub struct Digests {
     keep: bool,
     /// Per path, the content the first scan found there: a rebuild restores it without a blob.
     baseline: HashMap<String, String>,
+    /// What the last scan found, for a checkpoint after a step that changed no file.
+    last: Option<BTreeMap<String, Entry>>,
 }
 
 impl Digests {
@@ -210,7 +214,15 @@ impl Digests {
         let stored = std::fs::read_dir(&blobs)
             .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
-        Digests { root: ws.to_path_buf(), cache: HashMap::new(), blobs, stored, keep: false, baseline: HashMap::new() }
+        Digests {
+            root: ws.to_path_buf(),
+            cache: HashMap::new(),
+            blobs,
+            stored,
+            keep: false,
+            baseline: HashMap::new(),
+            last: None,
+        }
     }
 
     /// Stores `bytes` under their sha256 (once) and returns it.
@@ -234,7 +246,23 @@ impl Digests {
         self.cache.retain(|path, _| out.contains_key(path));
         // From here on, every new content is one a restore may need.
         self.keep = true;
+        self.last = Some(out.clone());
         Ok(out)
+    }
+
+    /// The workspace now: what the last scan found when nothing can have changed a file since
+    /// (`files_changed` false, and there was a scan), else a new [`Digests::scan`].
+    pub fn current(&mut self, files_changed: bool) -> io::Result<BTreeMap<String, Entry>> {
+        match &self.last {
+            Some(last) if !files_changed => Ok(last.clone()),
+            _ => self.scan(),
+        }
+    }
+
+    /// Something outside the agent's tools may have changed the workspace (a session's feature
+    /// checks): the next [`Digests::current`] scans.
+    pub fn forget_last(&mut self) {
+        self.last = None;
     }
 
     fn walk(&mut self, dir: &Path, prefix: &str, now: i128, out: &mut BTreeMap<String, Entry>) -> io::Result<()> {
@@ -324,10 +352,14 @@ impl Checkpointer {
     }
 
     /// Saves `state` after its step. `position` is the trace writer's (the step's
-    /// `state_updated` is the last event); `tokens` the fold's (input, output) counters.
+    /// `state_updated` is the last event); `tokens` the fold's (input, output) counters;
+    /// `files_changed` false when none of the step's calls could change a file
+    /// ([`crate::action::Tool::may_change_files`], and no hooks ran): the workspace's digests
+    /// are then the last scan's, without walking the files again.
     #[allow(clippy::too_many_arguments)]
     pub fn save(
         &mut self,
+        files_changed: bool,
         ids: (&str, &str),
         state: &LoopState,
         provider: Option<serde_json::Value>,
@@ -336,7 +368,7 @@ impl Checkpointer {
         elapsed_ms: u64,
     ) -> io::Result<Saved> {
         let t0 = Instant::now();
-        let workspace = self.digests.scan()?;
+        let workspace = self.digests.current(files_changed)?;
         let (Some(seq), bytes) = position else {
             return Err(io::Error::other("a checkpoint needs the step's state_updated in the trace"));
         };
@@ -401,6 +433,8 @@ impl Checkpointer {
     /// are counted from the first again (stored contents and the workspace's digests carry on).
     pub fn next_session(&mut self) {
         self.observed.clear();
+        // Between sessions the feature checks and `git` ran in the workspace.
+        self.digests.forget_last();
     }
 
     /// The last saved checkpoint's event is written: the one before it is no longer needed.
@@ -698,8 +732,10 @@ pub(super) fn save(
     state: &LoopState,
     provider: &dyn crate::model::Provider,
     started: Instant,
+    files_changed: bool,
 ) -> io::Result<()> {
     let saved = checkpointer.save(
+        files_changed,
         (&plan.run_id, &plan.cell_id),
         state,
         provider.saved_state(),
@@ -888,7 +924,7 @@ mod tests {
         for step in 1..=3 {
             state.step = step;
             state.observations.push(Observation::new(step, "read_file", format!("read_file a.py #{step}"), "ok", &big));
-            let saved = c.save(("r", "c"), &state, None, (Some(step as u64 * 3), 10), (0, 0), 1).unwrap();
+            let saved = c.save(true, ("r", "c"), &state, None, (Some(step as u64 * 3), 10), (0, 0), 1).unwrap();
             c.committed();
             sizes.push(saved.bytes);
             let text = std::fs::read_to_string(cell.join(&saved.path)).unwrap();
@@ -939,6 +975,26 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_changed_no_file_reuses_the_last_scan_and_a_new_session_scans_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
+        tree(&ws, &[("a.py", "x = 1\n")]);
+        let mut d = Digests::new(&ws, &cell);
+        let first = d.scan().unwrap();
+        // Written behind the digests' back: a step whose calls cannot write does not look.
+        tree(&ws, &[("b.py", "y = 2\n")]);
+        assert_eq!(d.current(false).unwrap(), first, "no walk after a read-only step");
+        let scanned = d.current(true).unwrap();
+        assert!(scanned.contains_key("b.py"), "a step that may have written is scanned: {scanned:?}");
+        // A new session (feature checks and git ran in between) always scans.
+        tree(&ws, &[("c.py", "z = 3\n")]);
+        d.forget_last();
+        assert!(d.current(false).unwrap().contains_key("c.py"));
+        // A fresh Digests has no scan to reuse.
+        assert!(Digests::new(&ws, &cell).current(false).unwrap().contains_key("c.py"));
+    }
+
+    #[test]
     fn a_fixture_content_is_stored_only_where_the_fixture_does_not_have_it() {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
@@ -980,7 +1036,7 @@ mod tests {
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
         let state = LoopState { step: 1, ..LoopState::default() };
-        let saved = cp.save(("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
         w.append(Checkpointer::event(1, &saved)).unwrap();
         cp.committed();
         (fixture, ws, cell)
