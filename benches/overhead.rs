@@ -219,6 +219,11 @@ struct Cost {
     wall_us: u64,
     commands_us: u64,
     harness_us: u64,
+    /// The parts of `harness_us` the cell timed apart (`process::Part`, and the removals' wait).
+    workspace_us: u64,
+    repo_map_us: u64,
+    checkpoint_us: u64,
+    removal_wait_us: u64,
     /// The quick arm's: the engine's time for the cell outside `run_cell_with`.
     engine_us: Option<u64>,
 }
@@ -246,6 +251,10 @@ impl tracing::field::Visit for Cost {
             "wall_us" => self.wall_us = value,
             "commands_us" => self.commands_us = value,
             "harness_us" => self.harness_us = value,
+            "workspace_us" => self.workspace_us = value,
+            "repo_map_us" => self.repo_map_us = value,
+            "checkpoint_us" => self.checkpoint_us = value,
+            "removal_wait_us" => self.removal_wait_us = value,
             _ => {}
         }
     }
@@ -304,6 +313,22 @@ fn report_costs(label: &str, costs: &[Cost], from_traces: Option<&mut Vec<f64>>)
             wall / 1000.0 / ms.len() as f64,
         );
         let of_mechanism = || costs.iter().filter(|c| c.sandbox == mechanism);
+        let mean_ms =
+            |part: fn(&Cost) -> u64| of_mechanism().map(|c| part(c) as f64).sum::<f64>() / 1000.0 / ms.len() as f64;
+        let parts = [
+            mean_ms(|c| c.workspace_us),
+            mean_ms(|c| c.repo_map_us),
+            mean_ms(|c| c.checkpoint_us),
+            mean_ms(|c| c.removal_wait_us),
+        ];
+        println!(
+            "  of which, mean per cell: fixture copy {:.2} ms, repo map {:.2} ms, checkpoints {:.2} ms, wait for removals {:.2} ms, the rest {:.2} ms",
+            parts[0],
+            parts[1],
+            parts[2],
+            parts[3],
+            mean - parts.iter().sum::<f64>(),
+        );
         let mut engine: Vec<f64> = of_mechanism().filter_map(|c| c.engine_us).map(|us| us as f64 / 1000.0).collect();
         if !engine.is_empty() {
             let mut total: Vec<f64> =

@@ -134,8 +134,31 @@ impl CommandOutcome {
 /// reading the rest of its output. Starting the cell's supervised sandbox ahead of the first
 /// command ([`prepare`]) is a command's time too. Commands of one cell run one at a time, so
 /// the sum is time the cell spent waiting.
+///
+/// It also keeps the time of the parts of the cell's own work that cost the most
+/// ([`Part`], charged by [`WaitClock::time`]), so the harness's cost can be broken down
+/// without a profiler (`RUST_LOG=hcbench::cost=debug`, `benches/overhead.rs`).
 #[derive(Debug, Clone, Default)]
-pub struct WaitClock(Arc<[AtomicU64; 2]>);
+pub struct WaitClock(Arc<[AtomicU64; 2 + Part::COUNT]>);
+
+/// A part of a cell's own work, timed apart from the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Copying the fixture into the cell's workspace.
+    Workspace,
+    /// Building (or reusing) the repo map injected into the context.
+    RepoMap,
+    /// The checkpoints: the workspace's first digests, and every step's save.
+    Checkpoints,
+}
+
+impl Part {
+    const COUNT: usize = 3;
+
+    fn slot(self) -> usize {
+        2 + self as usize
+    }
+}
 
 tokio::task_local! {
     /// The clock of the cell whose future is running, if it runs in one.
@@ -162,6 +185,19 @@ impl WaitClock {
     /// Charges the time since `since` to the running cell's clock, as model time.
     pub(crate) fn charge_model(since: Instant) {
         charge(1, since);
+    }
+
+    /// Runs `work`, charging its time to `part` of the running cell's clock (if any).
+    pub(crate) fn time<T>(part: Part, work: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let out = work();
+        charge(part.slot(), t0);
+        out
+    }
+
+    /// Microseconds spent in `part`.
+    pub fn part_us(&self, part: Part) -> u64 {
+        self.0[part.slot()].load(Ordering::Relaxed)
     }
 }
 
@@ -539,6 +575,24 @@ mod tests {
         }
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         stat.split_whitespace().nth(2).is_none_or(|s| s != "Z")
+    }
+
+    #[tokio::test]
+    async fn a_cells_clock_charges_its_commands_and_its_parts_and_nothing_outside_its_scope() {
+        let clock = WaitClock::default();
+        clock
+            .scope(async {
+                let out = run(&spec(&["sleep", "0.05"], 5000)).await.unwrap();
+                assert!(out.success());
+                WaitClock::time(Part::Checkpoints, || std::thread::sleep(Duration::from_millis(20)));
+            })
+            .await;
+        // Outside the scope nothing is charged to it (a long part, so it would show).
+        WaitClock::time(Part::Checkpoints, || std::thread::sleep(Duration::from_millis(300)));
+        run(&spec(&["true"], 5000)).await.unwrap();
+        assert!(clock.commands_us() >= 50_000, "the command's 50 ms: {}", clock.commands_us());
+        assert!((20_000..300_000).contains(&clock.part_us(Part::Checkpoints)), "{}", clock.part_us(Part::Checkpoints));
+        assert_eq!((clock.part_us(Part::Workspace), clock.part_us(Part::RepoMap), clock.model_us()), (0, 0, 0));
     }
 
     #[tokio::test]

@@ -37,6 +37,7 @@ use std::time::Instant;
 use crate::action::{Action, Call, Tool};
 use crate::bench::Case;
 use crate::model::{ModelError, ModelRequest, Profile};
+use crate::process::{Part, WaitClock};
 use crate::replay::{CellSummary, SummaryBuilder};
 use crate::sandbox::Sandbox;
 use crate::trace::TraceWriter;
@@ -100,14 +101,19 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 ///
 /// The cell's own cost, its wall time minus the time it waited on its commands and its model
 /// ([`crate::process::WaitClock`]), goes to the log as a debug event of target `hcbench::cost`
-/// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it.
+/// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it. The
+/// event also gives the parts of that cost timed apart ([`Part`]) and the wait for the cell's
+/// removals at its end; the rest is the trace, the context, the policy, the in-process tools,
+/// the runner's and verifier's folders and the judging.
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let t0 = Instant::now();
-    let clock = crate::process::WaitClock::default();
+    let clock = WaitClock::default();
     let removals = Arc::new(crate::process::Removals::default());
     let ended = clock.scope(removals.scope(cell_work(plan, sink))).await;
     // The cell's folders go while it goes on; what is left of them is waited for here.
+    let waited = Instant::now();
     removals.finish().await;
+    let removal_wait_us = waited.elapsed().as_micros() as u64;
     let wall_us = t0.elapsed().as_micros() as u64;
     let (commands_us, model_us) = (clock.commands_us(), clock.model_us());
     tracing::debug!(
@@ -118,6 +124,10 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
         commands_us,
         model_us,
         harness_us = wall_us.saturating_sub(commands_us + model_us),
+        workspace_us = clock.part_us(Part::Workspace),
+        repo_map_us = clock.part_us(Part::RepoMap),
+        checkpoint_us = clock.part_us(Part::Checkpoints),
+        removal_wait_us,
         "cell's own cost"
     );
     ended
@@ -183,7 +193,7 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     }
 
     let fresh = || crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace"));
-    let ws = match resumed.as_ref().map_or_else(fresh, |r| Ok(r.ws.clone())) {
+    let ws = match resumed.as_ref().map_or_else(|| WaitClock::time(Part::Workspace, fresh), |r| Ok(r.ws.clone())) {
         Ok(ws) => ws,
         Err(e) => {
             rec.emit(EventBody::RunFinished {
@@ -272,7 +282,10 @@ async fn work(
     prepare_sandbox(cell);
     let start = match resumed {
         Some(r) => Start::Resumed(r),
-        None => Start::Fresh { checkpoints: Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir), session: None },
+        None => Start::Fresh {
+            checkpoints: WaitClock::time(Part::Checkpoints, || Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir)),
+            session: None,
+        },
     };
     let end = steps(cell, rec, provider, 1, start, started).await?;
     conclude(cell, rec, end, started, None).await
@@ -331,10 +344,14 @@ async fn steps(
         // The first session starts from the fixture as it is: its map may be one built before
         // for the same fixture (`fresh_workspace_map`); a later session's workspace has changed.
         let (stats, view) = if first_step == 1 {
-            repomap::fresh_workspace_map(&case.fixture_dir, ws, &case.prompt, spec.budgets.repo_map)
+            WaitClock::time(Part::RepoMap, || {
+                repomap::fresh_workspace_map(&case.fixture_dir, ws, &case.prompt, spec.budgets.repo_map)
+            })
         } else {
-            let index = repomap::RepoIndex::build(ws);
-            (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map))
+            WaitClock::time(Part::RepoMap, || {
+                let index = repomap::RepoIndex::build(ws);
+                (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map))
+            })
         };
         rec.emit(EventBody::RepoMapBuilt {
             files: stats.files,
@@ -542,7 +559,9 @@ async fn steps(
         })?;
         (state.step, state.finished) = (step, finished);
         if let Some(c) = checkpoints.as_mut() {
-            checkpoint::save(rec, c, plan, &state, provider.as_ref(), started, files_changed)?;
+            WaitClock::time(Part::Checkpoints, || {
+                checkpoint::save(rec, c, plan, &state, provider.as_ref(), started, files_changed)
+            })?;
         }
         if finished {
             stop_reason = "finished";
@@ -638,7 +657,7 @@ async fn ask(
     })?;
     let asked = Instant::now();
     let turn = provider.next_action(&ModelRequest { step: turn_no, sections: texts }).await;
-    crate::process::WaitClock::charge_model(asked);
+    WaitClock::charge_model(asked);
     for retry in &turn.retries {
         rec.emit(EventBody::ModelRetry {
             step,

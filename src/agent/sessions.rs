@@ -85,7 +85,9 @@ pub(super) async fn work(
                         c.next_session();
                         Some(c)
                     }
-                    None => Checkpointer::for_fresh(ws, &plan.cell_dir),
+                    None => crate::process::WaitClock::time(crate::process::Part::Checkpoints, || {
+                        Checkpointer::for_fresh(ws, &plan.cell_dir)
+                    }),
                 };
                 let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
                 (provider, Start::Fresh { checkpoints, session: Some(at.clone()) })
