@@ -237,6 +237,12 @@ fn respond(head: &Head, site: &Site) -> Response {
     let rel = &path[mount.prefix.len()..];
     let candidate = mount.dir.join(rel);
     let Ok(found) = candidate.canonicalize() else {
+        if packed_cell(&candidate, &mount.dir) {
+            if !path.ends_with('/') {
+                return Response::redirect(301, "Moved Permanently", format!("{}/", percent_encode_path(&path)));
+            }
+            return listing(&path, &candidate);
+        }
         return stored_trace(&candidate, &mount.dir)
             .unwrap_or_else(|| Response::text(404, "Not Found", &format!("no such file: {path}")));
     };
@@ -279,6 +285,21 @@ fn stored_trace(candidate: &Path, mount_dir: &Path) -> Option<Response> {
     }
 }
 
+/// Whether `candidate` names a cell of a run's pack (`RUN/cells/<id>`, src/trace/pack.rs): a
+/// finished cell has no folder of its own, but is served as if it had one holding its trace.
+/// The run's folder must lie inside the mount.
+fn packed_cell(candidate: &Path, mount_dir: &Path) -> bool {
+    let (Some(cell), Some(cells)) = (candidate.file_name(), candidate.parent()) else { return false };
+    let Some(run) = cells.parent().filter(|_| cells.file_name() == Some("cells".as_ref())) else { return false };
+    run.canonicalize().is_ok_and(|run| run.starts_with(mount_dir))
+        && packed_cells(run).iter().any(|c| c.as_str() == cell)
+}
+
+/// The cells in the pack of the run directory `run` (none when it has no pack).
+fn packed_cells(run: &Path) -> Vec<String> {
+    crate::trace::pack::Index::read(run).ok().flatten().map(|index| index.order).unwrap_or_default()
+}
+
 fn file_response(path: &Path) -> Response {
     match std::fs::File::open(path).and_then(|f| f.metadata().map(|m| (f, m.len()))) {
         Ok((file, len)) => Response {
@@ -292,12 +313,21 @@ fn file_response(path: &Path) -> Response {
     }
 }
 
-/// A folder without an index.html: its entries as links (names escaped), folders first.
+/// A folder without an index.html: its entries as links (names escaped), folders first. A run's
+/// `cells/` also lists the cells of its pack, and a packed cell's folder (which is not on disk)
+/// its trace ([`packed_cell`]).
 fn listing(url_path: &str, dir: &Path) -> Response {
     let mut entries: Vec<(bool, String)> = match std::fs::read_dir(dir) {
         Ok(rd) => rd.flatten().map(|e| (e.path().is_dir(), e.file_name().to_string_lossy().into_owned())).collect(),
+        Err(_) if !dir.exists() => vec![(false, crate::trace::stored::TRACE.to_string())],
         Err(e) => return Response::text(404, "Not Found", &format!("cannot list {url_path}: {e}")),
     };
+    if dir.file_name() == Some("cells".as_ref())
+        && let Some(run) = dir.parent()
+    {
+        let on_disk: std::collections::HashSet<String> = entries.iter().map(|(_, name)| name.clone()).collect();
+        entries.extend(packed_cells(run).into_iter().filter(|c| !on_disk.contains(c)).map(|c| (true, c)));
+    }
     entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut html = format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title></head><body><h1>{0}</h1><ul>",
@@ -478,5 +508,17 @@ mod tests {
             assert_eq!(body, text, "{cell}");
         }
         assert_eq!(get(&site, "/runs/run/cells/c2/trace.jsonl").status, 404);
+        // The listings show the packed cell as a folder holding its trace.
+        let text = |r: Response| match r.body {
+            Body::Text(b) => String::from_utf8(b).unwrap(),
+            Body::File(..) => panic!("a listing is text"),
+        };
+        let cells = text(get(&site, "/runs/run/cells/"));
+        assert!(cells.contains("href=\"c1/\"") && cells.contains("href=\"old/\""), "{cells}");
+        assert_eq!(get(&site, "/runs/run/cells/c1").status, 301);
+        let c1 = get(&site, "/runs/run/cells/c1/");
+        assert_eq!(c1.status, 200);
+        assert!(text(c1).contains("href=\"trace.jsonl\""));
+        assert_eq!(get(&site, "/runs/run/cells/c2/").status, 404, "a cell the pack does not have");
     }
 }
