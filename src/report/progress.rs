@@ -101,9 +101,14 @@ pub(crate) fn cell_line(summary: &CellSummary, done: usize, total: usize) -> Str
 
 /// The reasons already shown, each with the first cell that had it. When many cells end for
 /// one cause (a profile's server down, a Ctrl-C, a budget), the cause is read once and the
-/// other cells point at it instead of repeating it.
+/// other cells point at it instead of repeating it. At most [`SHOWN_KEPT`] reasons are kept, so
+/// a long run whose every failure has its own reason (test names, paths) does not grow with
+/// its cells: later new reasons are printed and not kept.
 #[derive(Default)]
 struct Shown(Mutex<HashMap<String, String>>);
+
+/// Most reasons [`Shown`] keeps (about 0.5 MB at 500-byte reasons).
+const SHOWN_KEPT: usize = 1000;
 
 impl Shown {
     /// [`cell_line`], and for a cell that did not pass its reason, cut at a word so the line
@@ -119,7 +124,9 @@ impl Shown {
         if let Some(first) = shown.get(&reason) {
             return format!("{line}: same reason as {first}");
         }
-        shown.insert(reason.clone(), summary.cell_id.clone());
+        if shown.len() < SHOWN_KEPT {
+            shown.insert(reason.clone(), summary.cell_id.clone());
+        }
         // A reason always gets a few words, even when the cell id alone fills the line.
         let room = width.saturating_sub(line.chars().count() + 2).max(24);
         format!("{line}: {}", crate::util::cut_words(&reason, room))
@@ -415,6 +422,23 @@ mod tests {
             shown.finished_line(&again, 6, 40, 80),
             "[ 6/40] failed         bugfix-2__nop (1.2s): same reason as bugfix-1__nop"
         );
+    }
+
+    #[test]
+    fn the_reasons_kept_are_bounded_and_a_reason_past_the_bound_is_printed_whole() {
+        let shown = Shown::default();
+        for i in 0..SHOWN_KEPT + 5 {
+            let line =
+                shown.finished_line(&cell(&format!("c{i}__nop"), Outcome::Failed, &format!("reason {i}")), i, 9999, 80);
+            assert!(line.ends_with(&format!(": reason {i}")), "{line}");
+        }
+        assert_eq!(shown.0.lock().unwrap().len(), SHOWN_KEPT);
+        // A kept reason still points at its first cell; one past the bound is told again.
+        let kept = shown.finished_line(&cell("x__nop", Outcome::Failed, "reason 7"), 1, 9999, 80);
+        assert!(kept.ends_with("same reason as c7__nop"), "{kept}");
+        let past = format!("reason {}", SHOWN_KEPT + 1);
+        let again = shown.finished_line(&cell("y__nop", Outcome::Failed, &past), 1, 9999, 80);
+        assert!(again.ends_with(&format!(": {past}")), "{again}");
     }
 
     #[test]
