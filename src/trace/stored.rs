@@ -16,13 +16,15 @@
 //! trace again), its `.zst`, then the pack of the run directory the path lies in. A file that
 //! starts with the zstd magic number is decoded whatever it is called.
 //!
-//! Decompression reuses one zstd context per thread: a trace is about 10 KB, and setting up a
-//! streaming decoder for each one cost as much as decoding it.
+//! Decompression reuses one zstd context and one buffer per thread ([`Spare`]): a trace is
+//! about 10 KB, and setting up a streaming decoder for each one cost as much as decoding it. A
+//! frame is decoded whole into the buffer and its lines parsed where they lie; one too large for
+//! that is decoded a chunk at a time into the same buffer.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -149,52 +151,200 @@ pub fn open(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
     };
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     if reader.fill_buf()?.starts_with(&ZSTD_MAGIC) {
-        let mut frame = Vec::new();
+        let mut frame = Vec::with_capacity(reader.get_ref().metadata().map_or(0, |m| m.len() as usize));
         reader.read_to_end(&mut frame)?;
         return decode(frame, &|| format!("the compressed trace {}", real.display()));
     }
     Ok(Box::new(reader))
 }
 
-/// The plain bytes of the zstd frame `frame`; `what` names it in errors.
+/// A reader of the plain bytes of the zstd frame `frame`; `what` names it in errors. A frame
+/// whose size its header gives, up to [`WHOLE_DECODE_MAX`], is decoded whole into the thread's
+/// spare buffer and read where it lies ([`Decoded`]); a larger one, or one of unknown size, a
+/// chunk at a time ([`Streamed`]).
 fn decode(frame: Vec<u8>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRead + Send>> {
-    let corrupt = |e: io::Error| corrupt(&what(), e);
-    match zstd::zstd_safe::get_frame_content_size(&frame) {
-        Ok(Some(size)) if size <= WHOLE_DECODE_MAX => {
-            let plain = DECOMPRESSOR.with(|d| -> io::Result<Vec<u8>> {
-                let mut d = d.borrow_mut();
-                if d.is_none() {
-                    *d = Some(zstd::bulk::Decompressor::new()?);
+    let size = match zstd::zstd_safe::get_frame_content_size(&frame) {
+        Ok(size) => size,
+        Err(_) => return Err(corrupt(&what(), io::Error::other("no zstd frame header"))),
+    };
+    let Spare { dctx, mut buffer } = Spare::take()?;
+    let mut dctx = Some(dctx);
+    match size {
+        Some(size) if size <= WHOLE_DECODE_MAX => {
+            buffer.clear();
+            buffer.reserve(size as usize);
+            let decoded = dctx.as_mut().expect("taken above").decompress(&mut buffer, &frame);
+            // The context is free again at once; the buffer goes back when the reader is done.
+            Spare::give_back(dctx.take(), Vec::new());
+            match decoded {
+                Ok(_) => Ok(Box::new(Decoded { plain: buffer, pos: 0 })),
+                Err(code) => {
+                    Spare::give_back(None, buffer);
+                    Err(corrupt(&what(), zstd_error(code)))
                 }
-                d.as_mut().expect("made above").decompress(&frame, size as usize)
-            });
-            Ok(Box::new(Cursor::new(plain.map_err(corrupt)?)))
+            }
         }
-        Ok(_) => {
-            // A frame of unknown or very large size: decoded as a stream, a buffer at a time.
-            let decoder = zstd::stream::read::Decoder::with_buffer(Cursor::new(frame)).map_err(corrupt)?;
-            Ok(Box::new(BufReader::with_capacity(256 * 1024, Named { inner: decoder, what: what() })))
+        _ => {
+            // A new frame from the start, whatever the context's last use left behind.
+            let reset = dctx.as_mut().expect("taken above").reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+            if let Err(code) = reset {
+                return Err(corrupt(&what(), zstd_error(code)));
+            }
+            buffer.clear();
+            buffer.reserve(STREAM_CHUNK);
+            Ok(Box::new(Streamed { frame, read: 0, dctx, plain: buffer, pos: 0, done: false, what: what() }))
         }
-        Err(_) => Err(corrupt(io::Error::other("no zstd frame header"))),
     }
 }
 
+/// zstd's error `code`, by its name.
+fn zstd_error(code: usize) -> io::Error {
+    io::Error::other(zstd::zstd_safe::get_error_name(code))
+}
+
+/// Size of the chunks a frame too large to decode whole is decoded in: well inside the L2 cache,
+/// so a chunk is parsed while it is still there.
+const STREAM_CHUNK: usize = 512 * 1024;
+
+/// The largest buffer a thread keeps between traces (see [`Spare`]); a larger one is freed.
+const SPARE_MAX: usize = 16 * 1024 * 1024;
+
+/// What a thread keeps between the traces it decodes, because making them anew per trace
+/// costs: the zstd decoding context (setting one up cost as much as decoding a 10 KB trace),
+/// and the buffer the last trace was decoded into (a fresh large buffer costs the kernel's
+/// zeroing of every page it touches, which measured about a tenth of a large trace's replay).
+/// A reader takes them while it reads and gives them back when dropped, on whatever thread
+/// that is.
+#[derive(Default)]
+struct SpareSlot {
+    dctx: Option<zstd::zstd_safe::DCtx<'static>>,
+    buffer: Vec<u8>,
+}
+
+/// A context and buffer taken from this thread's [`SpareSlot`] (made when it had none).
+struct Spare {
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    buffer: Vec<u8>,
+}
+
 thread_local! {
-    /// The decoding context of this thread, made on its first compressed trace.
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    /// This thread's decoding context and buffer, between traces.
+    static SPARE: RefCell<SpareSlot> = RefCell::new(SpareSlot::default());
     /// The encoding context of this thread.
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
 
-/// A streaming decoder whose errors name the compressed trace and what to do about it.
-struct Named<R> {
-    inner: R,
+impl Spare {
+    fn take() -> io::Result<Spare> {
+        let SpareSlot { dctx, buffer } = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let dctx = match dctx {
+            Some(d) => d,
+            None => zstd::zstd_safe::DCtx::try_create()
+                .ok_or_else(|| io::Error::other("cannot make a zstd decoding context (out of memory)"))?,
+        };
+        Ok(Spare { dctx, buffer })
+    }
+
+    /// Keeps `dctx` and `buffer` for this thread's next trace (a buffer larger than
+    /// [`SPARE_MAX`] is freed, as is the smaller of two).
+    fn give_back(dctx: Option<zstd::zstd_safe::DCtx<'static>>, buffer: Vec<u8>) {
+        // A thread being torn down has no slot left: the two are simply dropped.
+        let _ = SPARE.try_with(|s| {
+            let mut slot = s.borrow_mut();
+            if dctx.is_some() {
+                slot.dctx = dctx;
+            }
+            if buffer.capacity() <= SPARE_MAX && buffer.capacity() > slot.buffer.capacity() {
+                slot.buffer = buffer;
+            }
+        });
+    }
+}
+
+/// The plain bytes of a frame decoded whole, read where they lie: a line is parsed in this
+/// buffer, never copied out of it.
+struct Decoded {
+    plain: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for Decoded {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = (&self.plain[self.pos..]).read(out)?;
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl BufRead for Decoded {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        Ok(&self.plain[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.plain.len());
+    }
+}
+
+impl Drop for Decoded {
+    fn drop(&mut self) {
+        Spare::give_back(None, std::mem::take(&mut self.plain));
+    }
+}
+
+/// A frame decoded [`STREAM_CHUNK`] bytes at a time into one buffer, which lines are parsed in
+/// where they lie (only a line the chunk's end cuts is copied, by the reader). Memory stays at
+/// the chunk and zstd's window whatever the trace's size. Several frames back to back read as
+/// their plain bytes back to back, as `zstd -d` reads them.
+struct Streamed {
+    frame: Vec<u8>,
+    /// How much of `frame` zstd has taken.
+    read: usize,
+    /// Always Some but in `drop`.
+    dctx: Option<zstd::zstd_safe::DCtx<'static>>,
+    plain: Vec<u8>,
+    pos: usize,
+    done: bool,
     what: String,
 }
 
-impl<R: Read> Read for Named<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).map_err(|e| corrupt(&self.what, e))
+impl Read for Streamed {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.fill_buf()?.read(out)?;
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Streamed {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos == self.plain.len() && !self.done {
+            self.plain.clear();
+            self.pos = 0;
+            let dctx = self.dctx.as_mut().expect("only drop takes it");
+            let mut input = zstd::zstd_safe::InBuffer::around(&self.frame[self.read..]);
+            let mut output = zstd::zstd_safe::OutBuffer::around(&mut self.plain);
+            let step = dctx.decompress_stream(&mut output, &mut input);
+            let (taken, made) = (input.pos(), output.pos());
+            self.read += taken;
+            let frame_ended = step.map_err(|code| corrupt(&self.what, zstd_error(code)))? == 0;
+            if frame_ended && self.read == self.frame.len() {
+                self.done = true;
+            } else if taken == 0 && made == 0 && self.read == self.frame.len() {
+                return Err(corrupt(&self.what, io::Error::other("the frame ends before its last block")));
+            }
+        }
+        Ok(&self.plain[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.plain.len());
+    }
+}
+
+impl Drop for Streamed {
+    fn drop(&mut self) {
+        Spare::give_back(self.dctx.take(), std::mem::take(&mut self.plain));
     }
 }
 
@@ -453,6 +603,78 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), text);
         assert!(!packed.exists());
         assert_eq!(locate(&path), Some(path.clone()));
+    }
+
+    /// `n` numbered lines of about 24 bytes.
+    fn lines(n: usize) -> Vec<u8> {
+        (0..n).flat_map(|i| format!("{{\"seq\":{i},\"kind\":\"x\"}}\n").into_bytes()).collect()
+    }
+
+    /// A frame whose header gives its size (as [`compress_frame`] writes them) and one whose
+    /// does not (written by a stream in pieces) read alike: the first decoded whole, the second
+    /// a chunk at a time, over several chunks; several readers open at once, and one after
+    /// another on the buffer the last one left, each read their own bytes.
+    #[test]
+    fn frames_read_alike_decoded_whole_or_in_chunks() {
+        let text = lines(60_000);
+        assert!(text.len() > 2 * STREAM_CHUNK);
+        let sized = compress_frame(&text).unwrap();
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&sized).ok(), Some(Some(text.len() as u64)));
+        let mut no_size = Vec::new();
+        let mut encoder = encoder(&mut no_size).unwrap();
+        for piece in text.chunks(1000) {
+            encoder.write_all(piece).unwrap();
+        }
+        encoder.finish().unwrap();
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&no_size).ok(), Some(None));
+        let short = lines(10);
+        for frame in [&sized, &no_size] {
+            let mut a = decode(frame.clone(), &String::new).unwrap();
+            let mut b = decode(compress_frame(&short).unwrap(), &String::new).unwrap();
+            let (mut read_a, mut read_b) = (Vec::new(), Vec::new());
+            a.read_to_end(&mut read_a).unwrap();
+            b.read_to_end(&mut read_b).unwrap();
+            assert_eq!((read_a == text, read_b == short), (true, true));
+            drop((a, b));
+            for _ in 0..2 {
+                let seen: Vec<String> =
+                    decode(frame.clone(), &String::new).unwrap().lines().map(Result::unwrap).collect();
+                assert_eq!(seen.len(), 60_000);
+                assert_eq!(seen[59_999], "{\"seq\":59999,\"kind\":\"x\"}");
+                let mut small = Vec::new();
+                decode(compress_frame(&short).unwrap(), &String::new).unwrap().read_to_end(&mut small).unwrap();
+                assert_eq!(small, short, "a short trace decoded into the larger buffer left behind");
+            }
+        }
+        // Frames back to back read as their bytes back to back, as `zstd -d` reads them.
+        let mut two = no_size.clone();
+        two.extend_from_slice(&no_size);
+        let mut both = Vec::new();
+        decode(two, &String::new).unwrap().read_to_end(&mut both).unwrap();
+        assert_eq!(both.len(), 2 * text.len());
+        assert_eq!(&both[text.len()..], text.as_slice());
+    }
+
+    /// A frame cut short or with a byte changed is an error naming the trace, either way it is
+    /// decoded.
+    #[test]
+    fn a_cut_or_damaged_frame_is_an_error_either_way_it_is_decoded() {
+        let text = lines(60_000);
+        let sized = compress_frame(&text).unwrap();
+        let mut no_size = Vec::new();
+        encode(&text, &mut no_size).unwrap();
+        let what = || "the trace of cell c".to_string();
+        for frame in [&sized, &no_size] {
+            let mut damaged = frame.clone();
+            let n = damaged.len();
+            damaged[n / 2] ^= 0x5a;
+            for bad in [frame[..frame.len() - 10].to_vec(), frame[..frame.len() / 2].to_vec(), damaged] {
+                let mut out = Vec::new();
+                let e = decode(bad, &what).and_then(|mut r| r.read_to_end(&mut out)).unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                assert!(e.to_string().starts_with("the trace of cell c is corrupt ("), "{e}");
+            }
+        }
     }
 
     #[test]
