@@ -2,18 +2,23 @@
 //! the report model of a many-cell run directory.
 //!
 //! Targets: at least 200 MB/s of trace per core (DESIGN.md), and at or above the scan floor
-//! measured beside it (issue 19). Run: `cargo bench --bench replay`
-//! (env HCBENCH_BENCH_MB, default 64: size of the synthetic trace).
+//! measured beside it (issue 19), from a plain file and from the forms a finished cell's trace
+//! is stored in (a frame of the run's pack, a `.zst` file), counted on the plain bytes. A second
+//! part reads many HumanEval-sized cells one after another, as a report does, against the floor
+//! over the same bytes. Run: `cargo bench --bench replay` (env HCBENCH_BENCH_MB, default 64:
+//! size of the synthetic trace; HCBENCH_BENCH_CELLS, default 3000: the cells of the second part).
 
 use std::io::Write;
 use std::time::Instant;
 
 use hcbench::replay::{Lean, SummaryBuilder, replay_trace, summarize};
 use hcbench::trace::event::{Check, ContextSection, ModelInfo, Outcome, Usage};
+use hcbench::trace::pack::PackWriter;
 use hcbench::trace::reader::for_each_line_from;
+use hcbench::trace::stored;
 use hcbench::trace::{EventBody, TraceWriter, for_each_line, read_trace};
 
-fn step_events(step: u32) -> Vec<EventBody> {
+fn step_events(step: u32, output: String) -> Vec<EventBody> {
     vec![
         EventBody::ContextPacked {
             step,
@@ -53,7 +58,7 @@ fn step_events(step: u32) -> Vec<EventBody> {
             tool: "read_file".into(),
             ok: true,
             denied: false,
-            output: "   10| def handler(request):\n".repeat(40),
+            output,
             output_bytes: 1040,
             artifact: None,
             modified: vec![],
@@ -70,12 +75,8 @@ fn step_events(step: u32) -> Vec<EventBody> {
     ]
 }
 
-fn main() {
-    let mb: usize = std::env::var("HCBENCH_BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("trace.jsonl");
-    let mut w = TraceWriter::create(&path, "bench-run", "bench-cell").unwrap();
-    w.append(EventBody::RunStarted {
+fn run_started() -> EventBody {
+    EventBody::RunStarted {
         benchmark: "hc-bench".into(),
         case_id: "bugfix-1".into(),
         category: "bugfix".into(),
@@ -88,40 +89,120 @@ fn main() {
         ablation: String::new(),
         hcbench_version: "bench".into(),
         sandbox: None,
-    })
-    .unwrap();
+    }
+}
+
+fn run_finished() -> [EventBody; 2] {
+    [
+        EventBody::VerifierResult {
+            passed: true,
+            duration_ms: 5,
+            checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }],
+            metrics: Default::default(),
+        },
+        EventBody::RunFinished {
+            outcome: Outcome::Passed,
+            reward: 1.0,
+            stop_reason: "finished".into(),
+            reason: "ok".into(),
+            elapsed_ms: 1,
+        },
+    ]
+}
+
+/// A tool output that reads like code and compresses about as real traces do (5x for a whole
+/// HumanEval trace at the pack's level, docs/performance.md), unlike the big trace's one
+/// repeated line.
+fn code_like(rng: &mut fastrand::Rng) -> String {
+    const WORDS: [&str; 24] = [
+        "request", "handler", "self", "items", "value", "result", "config", "index", "path", "data", "count",
+        "response", "parse", "update", "key", "user", "session", "buffer", "limit", "offset", "name", "error", "total",
+        "cache",
+    ];
+    let mut out = String::new();
+    let first = rng.u32(1..400);
+    for n in first..first + rng.u32(8..30) {
+        let mut word = || WORDS[rng.usize(..WORDS.len())];
+        let line = match n % 4 {
+            0 => format!("{n:>5}| def {}_{}({}, {}):\n", word(), word(), word(), word()),
+            1 => format!("{n:>5}|     {} = {}.{}({})\n", word(), word(), word(), rng.u32(0..10_000)),
+            2 => format!("{n:>5}|     if {} > {}:\n", word(), rng.u32(0..500)),
+            _ => format!("{n:>5}|         return {}[{:?}] + {}\n", word(), word(), rng.u32(0..100_000)),
+        };
+        out.push_str(&line);
+    }
+    out
+}
+
+/// Writes `cells` HumanEval-sized traces (about 10 KB, a few steps each) as
+/// `<run_dir>/cells/<id>/trace.jsonl`; returns their paths.
+fn write_cells(run_dir: &std::path::Path, cells: usize) -> Vec<std::path::PathBuf> {
+    let mut rng = fastrand::Rng::with_seed(19);
+    (0..cells)
+        .map(|i| {
+            let cell = format!("case-{i}-gpt-e1");
+            let path = run_dir.join("cells").join(&cell).join(stored::TRACE);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let mut w = TraceWriter::create(&path, "bench-cells", &cell).unwrap();
+            w.append(run_started()).unwrap();
+            for step in 1..=rng.u32(2..6) {
+                for e in step_events(step, code_like(&mut rng)) {
+                    w.append(e).unwrap();
+                }
+            }
+            for e in run_finished() {
+                w.append(e).unwrap();
+            }
+            path
+        })
+        .collect()
+}
+
+fn main() {
+    let mb: usize = std::env::var("HCBENCH_BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let mut w = TraceWriter::create(&path, "bench-run", "bench-cell").unwrap();
+    w.append(run_started()).unwrap();
     let mut step = 0;
     while std::fs::metadata(&path).unwrap().len() < (mb as u64) << 20 {
         step += 1;
-        for e in step_events(step) {
+        for e in step_events(step, "   10| def handler(request):\n".repeat(40)) {
             w.append(e).unwrap();
         }
     }
-    w.append(EventBody::VerifierResult {
-        passed: true,
-        duration_ms: 5,
-        checks: vec![Check { name: "unchanged".into(), passed: true, detail: "ok".into() }],
-        metrics: Default::default(),
-    })
-    .unwrap();
-    w.append(EventBody::RunFinished {
-        outcome: Outcome::Passed,
-        reward: 1.0,
-        stop_reason: "finished".into(),
-        reason: "ok".into(),
-        elapsed_ms: 1,
-    })
-    .unwrap();
+    for e in run_finished() {
+        w.append(e).unwrap();
+    }
     std::io::stdout().flush().unwrap();
     let bytes = std::fs::metadata(&path).unwrap().len() as f64;
+
+    // The same trace stored as a finished cell is: a frame of its run's pack (what runs write
+    // now), and a `.zst` file beside its cell (runs made before the pack); both read by the
+    // readers `hcbench replay` and `report` use, through the plain name.
+    let plain = std::fs::read(&path).unwrap();
+    let frame = stored::compress_frame(&plain).unwrap();
+    let run_dir = dir.path().join("run");
+    let packed = run_dir.join("cells").join("bench-cell").join(stored::TRACE);
+    std::fs::create_dir_all(&run_dir).unwrap();
+    PackWriter::open(&run_dir).unwrap().append("bench-cell", &frame).unwrap();
+    let old_layout = dir.path().join("old").join(stored::TRACE);
+    std::fs::create_dir_all(old_layout.parent().unwrap()).unwrap();
+    std::fs::write(stored::compressed_path(&old_layout), &frame).unwrap();
+    assert!(!packed.exists() && !old_layout.exists(), "only the compressed forms exist");
+    let mut decompressor = zstd::bulk::Decompressor::new().unwrap();
+    let mut decoded: Vec<u8> = Vec::with_capacity(plain.len());
 
     // Replay, replay with serde_json alone (the parser before the fast one), and the floor
     // (scanning every line without building anything, from memory), measured in turns so
     // that a noisy machine weighs on each alike; medians of 5. Beside them, the same replay
     // over the trace's bytes already in memory, as the floor reads them: what the file's
-    // reading costs (the kernel's copy from the page cache) is the difference.
-    let text = std::fs::read(&path).unwrap();
+    // reading costs (the kernel's copy from the page cache) is the difference. Then the
+    // stored forms, and zstd's decoding alone (into a buffer made once), so the split of a
+    // stored replay's time between decoding and parsing shows.
+    let text = plain;
     let (mut fast, mut slow, mut scan, mut in_memory) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut from_pack, mut from_zst, mut decode) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         let t = Instant::now();
         let s = replay_trace(&path).unwrap();
@@ -148,13 +229,28 @@ fn main() {
             .unwrap();
         assert_eq!(builder.finish().unwrap().steps, step);
         in_memory.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(replay_trace(&packed).unwrap().steps, step);
+        from_pack.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(replay_trace(&old_layout).unwrap().steps, step);
+        from_zst.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        decoded.clear();
+        decompressor.decompress_to_buffer(&frame, &mut decoded).unwrap();
+        decode.push(t.elapsed().as_secs_f64());
+        assert_eq!(decoded.len(), text.len());
     }
-    let median = |v: &mut Vec<f64>| {
+    let median = |v: &mut Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let (fast, slow, scan, in_memory) =
         (median(&mut fast), median(&mut slow), median(&mut scan), median(&mut in_memory));
+    let (from_pack, from_zst, decode) = (median(&mut from_pack), median(&mut from_zst), median(&mut decode));
     // The other floor: building a generic JSON tree, to tell parsing cost from hcbench's own.
     let t = Instant::now();
     for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -183,5 +279,101 @@ fn main() {
         scan / fast,
         parse,
         fold
+    );
+    println!(
+        "replay of the trace stored in its run's pack (zstd level 12, {:.1} MB, {:.1}x smaller): {:.0} MB/s of plain bytes ({:.2}x the scan floor)",
+        frame.len() as f64 / 1e6,
+        bytes / frame.len() as f64,
+        mbs(from_pack),
+        scan / from_pack
+    );
+    println!(
+        "replay of the trace stored as trace.jsonl.zst (older runs): {:.0} MB/s ({:.2}x the scan floor)",
+        mbs(from_zst),
+        scan / from_zst
+    );
+    println!(
+        "of which zstd decoding alone: {:.0} MB/s of plain bytes, {:.1} ms of the pack replay's {:.1} ms ({:.0}%)",
+        mbs(decode),
+        decode * 1e3,
+        from_pack * 1e3,
+        100.0 * decode / from_pack
+    );
+
+    // Many HumanEval-sized cells (about 10 KB each, compressing about as real ones do) read
+    // one after another as a report reads a run's cells, on one core: from the run's pack,
+    // from plain files, the scan floor over the same bytes in memory, and zstd's decoding of
+    // the frames alone; in turns, medians of 5. What a trace costs besides its bytes (finding
+    // and opening it, a context and buffers) weighs here, and zstd decodes real-looking text.
+    let cells: usize = std::env::var("HCBENCH_BENCH_CELLS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
+    let plain_run = dir.path().join("cells-plain");
+    let traces = write_cells(&plain_run, cells);
+    let texts: Vec<Vec<u8>> = traces.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let frames: Vec<Vec<u8>> = texts.iter().map(|t| stored::compress_frame(t).unwrap()).collect();
+    let pack_run = dir.path().join("cells-pack");
+    std::fs::create_dir_all(&pack_run).unwrap();
+    let mut pack = PackWriter::open(&pack_run).unwrap();
+    let in_pack: Vec<std::path::PathBuf> = traces
+        .iter()
+        .zip(&frames)
+        .map(|(p, frame)| {
+            let cell = p.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            pack.append(cell, frame).unwrap();
+            pack_run.join("cells").join(cell).join(stored::TRACE)
+        })
+        .collect();
+    drop(pack);
+    let cell_bytes = texts.iter().map(Vec::len).sum::<usize>() as f64;
+    let frame_bytes = frames.iter().map(Vec::len).sum::<usize>() as f64;
+    let steps: u32 = traces.iter().map(|p| replay_trace(p).unwrap().steps).sum();
+    let (mut plain_files, mut packed, mut floor, mut decoding) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        assert_eq!(traces.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
+        plain_files.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(in_pack.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
+        packed.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        for text in &texts {
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let _: serde::de::IgnoredAny = serde_json::from_slice(line).unwrap();
+            }
+        }
+        floor.push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        for frame in &frames {
+            decoded.clear();
+            decompressor.decompress_to_buffer(frame.as_slice(), &mut decoded).unwrap();
+        }
+        decoding.push(t.elapsed().as_secs_f64());
+    }
+    let (plain_files, packed, floor, decoding) =
+        (median(&mut plain_files), median(&mut packed), median(&mut floor), median(&mut decoding));
+    let cell_mbs = |secs: f64| cell_bytes / 1e6 / secs;
+    println!(
+        "{cells} cells of {:.1} KB ({:.1} MB; {:.1}x smaller compressed), one after another: floor: scan only {:.0} MB/s",
+        cell_bytes / cells as f64 / 1e3,
+        cell_bytes / 1e6,
+        cell_bytes / frame_bytes,
+        cell_mbs(floor)
+    );
+    println!(
+        "  replay from plain files {:.0} MB/s ({:.2}x the floor); from the run's pack {:.0} MB/s ({:.2}x the floor)",
+        cell_mbs(plain_files),
+        floor / plain_files,
+        cell_mbs(packed),
+        floor / packed
+    );
+    println!(
+        "  of which zstd decoding alone: {:.0} MB/s of plain bytes, {:.1} ms of the pack replay's {:.1} ms ({:.0}%); per cell {:.1} us in all",
+        cell_mbs(decoding),
+        decoding * 1e3,
+        packed * 1e3,
+        100.0 * decoding / packed,
+        packed * 1e6 / cells as f64
     );
 }
