@@ -40,6 +40,10 @@ pub fn group_label(profile: &str, ablation: &str) -> String {
 }
 
 /// Everything reports need about one cell, derived from its trace alone.
+///
+/// A report holds one per cell, so its size is the report's memory per cell: texts that repeat
+/// across cells are [`Name`]s a report shares between them, and counts are [`Tally`]s (sorted
+/// vectors); both serialize as the `String` and `BTreeMap` they replace (src/replay/names.rs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub schema_version: u32,
