@@ -201,7 +201,7 @@ pub fn mde_words(mde: Option<f64>) -> String {
 fn case_passes<'a>(cells: impl Iterator<Item = &'a CellSummary>, measured_only: bool) -> BTreeMap<String, Vec<f64>> {
     let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for c in cells {
-        let values = m.entry(c.case_id.clone()).or_default();
+        let values = m.entry(c.case_id.to_string()).or_default();
         match c.outcome {
             Some(Outcome::Passed) => values.push(1.0),
             Some(Outcome::Failed) => values.push(0.0),

@@ -396,18 +396,18 @@ fn finish_trace(cell: &CellPlan, outcome: Outcome, stop_reason: &str, reason: &s
 fn harness_failure(cell: &CellPlan, reason: &str) -> CellSummary {
     CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
-        run_id: cell.run_id.clone(),
+        run_id: cell.run_id.as_str().into(),
         cell_id: cell.cell_id.clone(),
-        case_id: cell.case.id.clone(),
-        category: cell.case.category.to_string(),
-        split: cell.case.split.to_string(),
-        profile: cell.profile.name().to_string(),
-        ablation: cell.ablation.clone(),
+        case_id: cell.case.id.as_str().into(),
+        category: cell.case.category.to_string().into(),
+        split: cell.case.split.to_string().into(),
+        profile: cell.profile.name().into(),
+        ablation: cell.ablation.as_str().into(),
         step_budget: cell.case.step_budget,
         epoch: cell.epoch,
         stop_reason: "harness_error".into(),
         outcome: Some(Outcome::HarnessError),
-        reason: reason.to_string(),
+        reason: reason.into(),
         ..Default::default()
     }
 }

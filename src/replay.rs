@@ -19,7 +19,10 @@ use crate::trace::event::{Batch, EventBody, EventKind, ModelInfo, Outcome, Usage
 use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
 
 mod hot;
+mod names;
 mod scan;
+
+pub use names::{Name, Names, Tally};
 
 /// Version of the results line format (`results.jsonl`).
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
@@ -37,28 +40,32 @@ pub fn group_label(profile: &str, ablation: &str) -> String {
 }
 
 /// Everything reports need about one cell, derived from its trace alone.
+///
+/// A report holds one per cell, so its size is the report's memory per cell: texts that repeat
+/// across cells are [`Name`]s a report shares between them, and counts are [`Tally`]s (sorted
+/// vectors); both serialize as the `String` and `BTreeMap` they replace (src/replay/names.rs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub schema_version: u32,
-    pub run_id: String,
+    pub run_id: Name,
     pub cell_id: String,
-    pub case_id: String,
-    pub category: String,
-    pub split: String,
-    pub profile: String,
-    pub provider: String,
-    pub model: String,
+    pub case_id: Name,
+    pub category: Name,
+    pub split: Name,
+    pub profile: Name,
+    pub provider: Name,
+    pub model: Name,
     /// None when the trace has no run_finished (crash or interruption).
     pub outcome: Option<Outcome>,
     pub reward: f64,
-    pub stop_reason: String,
-    pub reason: String,
+    pub stop_reason: Name,
+    pub reason: Name,
     /// Model turns that produced actions (a reply of several calls is one step; see
     /// `batched_calls`), plus unparseable replies.
     pub steps: u32,
     pub step_budget: u32,
     pub tool_calls: u32,
-    pub tool_counts: BTreeMap<String, u32>,
+    pub tool_counts: Tally<u32>,
     pub policy_denials: u32,
     pub tool_failures: u32,
     pub invalid_actions: u32,
@@ -80,23 +87,23 @@ pub struct CellSummary {
     pub output_price_per_mtok: Option<f64>,
     /// Digest of the agent spec that drove the cell.
     #[serde(default)]
-    pub agent_spec: String,
+    pub agent_spec: Name,
     /// The ablation the cell ran (`hcbench ablate`); empty for every other command.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub ablation: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub ablation: Name,
     /// Epoch of the cell (1-based).
     #[serde(default = "one")]
     pub epoch: u32,
     pub wall_ms: u64,
     pub events: u64,
-    pub event_counts: BTreeMap<String, u64>,
-    pub metrics: BTreeMap<String, serde_json::Value>,
+    pub event_counts: Tally<u64>,
+    pub metrics: Tally<serde_json::Value>,
     /// True when a cut last line was dropped while reading the trace.
     pub truncated: bool,
     /// Events of kinds this hcbench does not know (written by a newer one), skipped while
     /// reading the trace, by kind. They are in neither `events` nor `event_counts`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub skipped_events: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Tally::is_empty")]
+    pub skipped_events: Tally<u64>,
     // What the context pipeline did (`hcbench ablate --context` reports these). Each is
     // omitted from a results line when zero, so lines of cells that had no such events read
     // as they always did, and an older line reads as zeros.
@@ -222,6 +229,32 @@ impl CellSummary {
         self.outcome.map(Outcome::as_str).unwrap_or("incomplete")
     }
 
+    /// Makes this summary's repeated texts (run, case, profile, model, reasons, and the names
+    /// its counts are kept under) the copies `names` already holds, so that cells share them.
+    pub fn share_names(&mut self, names: &mut Names) {
+        for name in [
+            &mut self.run_id,
+            &mut self.case_id,
+            &mut self.category,
+            &mut self.split,
+            &mut self.profile,
+            &mut self.provider,
+            &mut self.model,
+            &mut self.stop_reason,
+            &mut self.reason,
+            &mut self.agent_spec,
+            &mut self.ablation,
+        ] {
+            names.share(name);
+        }
+        names.share_keys(&mut self.tool_counts);
+        names.share_keys(&mut self.event_counts);
+        names.share_keys(&mut self.metrics);
+        names.share_keys(&mut self.skipped_events);
+        self.cell_id.shrink_to_fit();
+        self.files_modified.shrink_to_fit();
+    }
+
     /// A note for people when events were skipped: the cell and the kinds; None otherwise.
     pub(crate) fn skipped_note(&self) -> Option<String> {
         skipped_sentence(std::slice::from_ref(self)).map(|sentence| format!("{}: {sentence}", self.cell_id))
@@ -298,7 +331,7 @@ impl SummaryBuilder {
         }
         let s = self.s.get_or_insert_with(|| CellSummary {
             schema_version: SUMMARY_SCHEMA_VERSION,
-            run_id: run_id.to_string(),
+            run_id: run_id.into(),
             cell_id: cell_id.to_string(),
             ..Default::default()
         });
@@ -306,18 +339,18 @@ impl SummaryBuilder {
         self.kind_counts[event.kind as usize] += 1;
         match event.body {
             LeanBody::RunStarted(r) => {
-                s.case_id = r.case_id;
-                s.category = r.category;
-                s.split = r.split;
-                s.profile = r.profile;
-                s.provider = r.model.provider;
-                s.model = r.model.model;
+                s.case_id = r.case_id.into();
+                s.category = r.category.into();
+                s.split = r.split.into();
+                s.profile = r.profile.into();
+                s.provider = r.model.provider.into();
+                s.model = r.model.model.into();
                 s.step_budget = r.step_budget;
                 s.input_price_per_mtok = r.model.input_price_per_mtok;
                 s.output_price_per_mtok = r.model.output_price_per_mtok;
                 s.epoch = r.epoch;
-                s.agent_spec = r.agent_spec;
-                s.ablation = r.ablation;
+                s.agent_spec = r.agent_spec.into();
+                s.ablation = r.ablation.into();
             }
             LeanBody::ModelAction { usage, batch } => {
                 // A reply is one step however many calls it held: the step budget counts
@@ -363,7 +396,7 @@ impl SummaryBuilder {
                     return;
                 }
                 s.tool_calls += 1;
-                *s.tool_counts.entry(t.tool).or_default() += 1;
+                *s.tool_counts.entry(&t.tool) += 1;
                 if !t.ok {
                     s.tool_failures += 1;
                 }
@@ -425,8 +458,8 @@ impl SummaryBuilder {
             LeanBody::RunFinished(f) => {
                 s.outcome = Some(f.outcome);
                 s.reward = f.reward;
-                s.stop_reason = f.stop_reason;
-                s.reason = f.reason;
+                s.stop_reason = f.stop_reason.into();
+                s.reason = f.reason.into();
                 s.wall_ms = f.elapsed_ms;
             }
             LeanBody::Resumed => s.resumes += 1,
@@ -472,7 +505,7 @@ impl SummaryBuilder {
             s.files_modified = modified.into_iter().collect();
             for (kind, n) in EventKind::ALL.iter().zip(kind_counts) {
                 if n > 0 {
-                    s.event_counts.insert(kind.as_str().to_string(), n);
+                    s.event_counts.insert(kind.as_str(), n);
                 }
             }
             s
@@ -514,7 +547,7 @@ pub fn replay_trace_of(path: &Path, run_id: Option<&str>) -> Result<CellSummary,
     let stats = for_each_line(path, run_id, Lean::parse, |h, e| builder.observe_lean(&h.run_id, &h.cell_id, e))?;
     let mut summary = builder.finish().ok_or_else(|| ReplayError::Empty(path.to_path_buf()))?;
     summary.truncated = stats.truncated;
-    summary.skipped_events = stats.skipped;
+    summary.skipped_events = stats.skipped.into();
     Ok(summary)
 }
 
@@ -1275,7 +1308,7 @@ mod tests {
         let read = crate::trace::read_trace(path).unwrap();
         let mut s = summarize(&read.events).unwrap();
         s.truncated = read.stats.truncated;
-        s.skipped_events = read.stats.skipped;
+        s.skipped_events = read.stats.skipped.into();
         s
     }
 
@@ -1718,7 +1751,7 @@ mod tests {
 
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean, "the fast parser and the full reader agree");
-        let exercised: BTreeSet<&str> = lean.event_counts.keys().map(String::as_str).collect();
+        let exercised: BTreeSet<&str> = lean.event_counts.keys().collect();
         let table: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(exercised, table, "every kind in the table was written and replayed");
         // The fold read what each kind carries, not just its tag.
@@ -1887,8 +1920,8 @@ mod tests {
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean);
         let skipped: BTreeMap<String, u64> = [("plan_revised".into(), 1), ("subagent_spawned".into(), 2)].into();
-        assert_eq!(lean.skipped_events, skipped);
-        assert_eq!(CellSummary { skipped_events: BTreeMap::new(), ..lean.clone() }, before, "nothing else changed");
+        assert_eq!(lean.skipped_events, skipped.into());
+        assert_eq!(CellSummary { skipped_events: Tally::default(), ..lean.clone() }, before, "nothing else changed");
         let note = lean.skipped_note().unwrap();
         assert!(note.contains("skipped 3 event(s)") && note.contains("2 subagent_spawned"), "{note}");
         assert_eq!(before.skipped_note(), None);
@@ -1898,7 +1931,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<CellSummary>(&line).unwrap(), lean);
         let old = serde_json::to_string(&before).unwrap();
         assert!(!old.contains("skipped_events"), "an ordinary summary is written as before");
-        assert_eq!(serde_json::from_str::<CellSummary>(&old).unwrap().skipped_events, BTreeMap::new());
+        assert!(serde_json::from_str::<CellSummary>(&old).unwrap().skipped_events.is_empty());
 
         // A cell resumed later must not mix formats in one trace.
         let err = TraceWriter::append_to(&path, "r", "c").err().unwrap().to_string();

@@ -234,7 +234,7 @@ struct TestProgress {
 impl EngineSink for TestProgress {
     fn event(&self, event: EngineEvent<'_>) {
         if let EngineEvent::CellFinished { summary, done, total } = event {
-            if let Some(folders) = self.folders.get(&(summary.run_id.clone(), summary.cell_id.clone())) {
+            if let Some(folders) = self.folders.get(&(summary.run_id.to_string(), summary.cell_id.clone())) {
                 for f in folders {
                     let _ = std::fs::remove_dir_all(f);
                 }

@@ -176,7 +176,7 @@ pub(crate) fn record_train_results(
                 run_id: manifest.run_id.clone(),
                 commit: manifest.git_commit.clone(),
                 agent_spec: manifest.agent_spec.clone(),
-                profile: cells[0].profile.clone(),
+                profile: cells[0].profile.to_string(),
                 profile_digest: Some(profile.definition.digest.clone()),
                 recorded_at: now.clone(),
             },

@@ -39,7 +39,7 @@ pub(crate) fn cell_reward(s: &CellSummary) -> f64 {
 pub(crate) fn case_scores<'a>(cells: impl IntoIterator<Item = &'a CellSummary>, epochs: u32) -> BTreeMap<String, f64> {
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     for c in cells {
-        *sums.entry(c.case_id.clone()).or_default() += cell_reward(c);
+        *sums.entry(c.case_id.to_string()).or_default() += cell_reward(c);
     }
     sums.into_iter().map(|(k, v)| (k, v / epochs.max(1) as f64)).collect()
 }
@@ -73,7 +73,7 @@ pub(crate) fn case_reasons<'a>(
 ) -> BTreeMap<String, String> {
     let mut by_case: BTreeMap<String, (usize, Vec<(String, usize)>)> = BTreeMap::new();
     for c in cells {
-        let (seen, labels) = by_case.entry(c.case_id.clone()).or_default();
+        let (seen, labels) = by_case.entry(c.case_id.to_string()).or_default();
         *seen += 1;
         if c.outcome == Some(Outcome::Passed) {
             continue;
@@ -278,7 +278,7 @@ pub(crate) fn coverage(cells: &[CellSummary], planned: usize, examples: bool) ->
             Unmeasured::Missing => {}
         }
         if examples && c.examples.len() < UNMEASURED_EXAMPLES {
-            c.examples.push(UnmeasuredCell { case: cell.case_id.clone(), class, reason: cell.reason.clone() });
+            c.examples.push(UnmeasuredCell { case: cell.case_id.to_string(), class, reason: cell.reason.to_string() });
         }
     }
     // Cells without a result, whether they reported a missing outcome or never reported at all.
@@ -310,7 +310,7 @@ pub(crate) struct PairedVerdict {
 pub(crate) fn measured_rewards<'a>(cells: impl IntoIterator<Item = &'a CellSummary>) -> BTreeMap<String, Vec<f64>> {
     let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for c in cells.into_iter().filter(|c| c.outcome.is_some_and(|o| o.is_verdict())) {
-        out.entry(c.case_id.clone()).or_default().push(c.reward);
+        out.entry(c.case_id.to_string()).or_default().push(c.reward);
     }
     out
 }

@@ -85,13 +85,13 @@ impl HistoryRow {
             benchmark: m.benchmark.clone(),
             benchmark_digest: m.benchmark_digest.clone().unwrap_or_default(),
             cell_id: c.cell_id.clone(),
-            case_id: c.case_id.clone(),
-            category: c.category.clone(),
-            split: c.split.clone(),
-            profile: c.profile.clone(),
-            provider: c.provider.clone(),
-            model: c.model.clone(),
-            ablation: c.ablation.clone(),
+            case_id: c.case_id.to_string(),
+            category: c.category.to_string(),
+            split: c.split.to_string(),
+            profile: c.profile.to_string(),
+            provider: c.provider.to_string(),
+            model: c.model.to_string(),
+            ablation: c.ablation.to_string(),
             epoch: c.epoch,
             outcome: c.outcome.map_or("incomplete", |o| o.as_str()).to_string(),
             reward: c.reward,
@@ -159,27 +159,39 @@ pub fn run_file(dir: &Path, m: &Manifest) -> PathBuf {
 /// Writes the run's rows to its own file in `dir` (created if needed), atomically; returns
 /// the file. The same run appended twice replaces its file, so a resumed run is counted once.
 pub fn append_run(dir: &Path, m: &Manifest, cells: &[CellSummary]) -> Result<PathBuf, HistoryError> {
-    let rows: Vec<HistoryRow> = cells.iter().map(|c| HistoryRow::new(m, c)).collect();
-    write_rows(&run_file(dir, m), &rows)?;
+    // Each row is made as it is written: a run's rows are never all in memory (at 100,000
+    // cells they and the file's text would be about as large as the report's summaries).
+    write_row_stream(&run_file(dir, m), cells.iter().map(|c| HistoryRow::new(m, c)))?;
     Ok(run_file(dir, m))
 }
 
 /// Writes `rows` as one history file, atomically.
 pub fn write_rows(path: &Path, rows: &[HistoryRow]) -> Result<(), HistoryError> {
+    write_row_stream(path, rows.iter())
+}
+
+/// [`write_rows`] of rows made one at a time, streamed into the file.
+fn write_row_stream<R: Serialize>(path: &Path, rows: impl Iterator<Item = R>) -> Result<(), HistoryError> {
     let err = |source| HistoryError::Write { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r).map_err(|e| err(io::Error::other(e)))?;
-    }
-    if rows.is_empty() {
-        // A header alone still says what the file is.
-        w.write_record(header()).map_err(|e| err(io::Error::other(e)))?;
-    }
-    let bytes = w.into_inner().map_err(|e| err(io::Error::other(e.to_string())))?;
-    crate::util::write_atomic(path, &bytes).map_err(err)
+    crate::util::write_atomic_streamed(path, true, |out| {
+        let mut w = csv::Writer::from_writer(out);
+        let mut empty = true;
+        for r in rows {
+            w.serialize(r).map_err(io::Error::other)?;
+            empty = false;
+        }
+        if empty {
+            // A header alone still says what the file is.
+            w.write_record(header()).map_err(io::Error::other)?;
+        }
+        w.flush()
+    })
+    .map_err(|e| match e {
+        crate::util::StreamError::Io(e) | crate::util::StreamError::Writer(e) => err(e),
+    })
 }
 
 /// The column names, in order.

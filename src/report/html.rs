@@ -474,8 +474,8 @@ impl Page {
                         dom_id: dom_ids.get(f.cell_id.as_str()).cloned().unwrap_or_default(),
                         case_id: f.case_id.clone(),
                         profile: cell.map_or_else(|| f.profile.clone(), |c| c.group().into_owned()),
-                        category: cell.map(|c| c.category.clone()).unwrap_or_default(),
-                        split: cell.map(|c| c.split.clone()).unwrap_or_default(),
+                        category: cell.map(|c| c.category.to_string()).unwrap_or_default(),
+                        split: cell.map(|c| c.split.to_string()).unwrap_or_default(),
                         outcome,
                         words,
                         reason: f.reason.clone(),
@@ -703,8 +703,8 @@ fn heatmap(report: &MatrixReport, dom_ids: &HashMap<&str, String>, split: bool) 
                 .collect();
             HeatRow {
                 case_id: case_id.to_string(),
-                category: of_case.first().map(|c| c.category.clone()).unwrap_or_default(),
-                split: of_case.first().map(|c| c.split.clone()).unwrap_or_default(),
+                category: of_case.first().map(|c| c.category.to_string()).unwrap_or_default(),
+                split: of_case.first().map(|c| c.split.to_string()).unwrap_or_default(),
                 slots,
             }
         })
@@ -798,15 +798,15 @@ fn timeline_view(c: &CellSummary, dom_id: &str, timeline: Option<&Timeline>) -> 
     TimelineView {
         cell_id: c.cell_id.clone(),
         dom_id: dom_id.to_string(),
-        case_id: c.case_id.clone(),
+        case_id: c.case_id.to_string(),
         profile: c.group().into_owned(),
         epoch: c.epoch,
-        category: c.category.clone(),
+        category: c.category.to_string(),
         model,
         outcome,
         words,
         glyph,
-        reason: c.reason.clone(),
+        reason: c.reason.to_string(),
         facts,
         entries: timeline.map(|t| entries(&t.entries)).unwrap_or_default(),
         omitted: timeline.map_or(0, |t| t.omitted),
@@ -1044,7 +1044,7 @@ mod tests {
                 let reason = if i == 1 { "tests failed </script><script>alert(1)</script>" } else { "" };
                 CellSummary {
                     cell_id: format!("case-{}__{profile}__e{}", i / 200, i / 2 % 100 + 1),
-                    case_id: format!("case-{}", i / 200),
+                    case_id: format!("case-{}", i / 200).into(),
                     category: "bugfix".into(),
                     profile: profile.into(),
                     epoch: (i / 2 % 100 + 1) as u32,

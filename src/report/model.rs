@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::exit_policy::{self, Judgement, Thresholds};
 use crate::aggregate::context::AblationReport;
 use crate::aggregate::{self, Comparison, GroupStats, Power};
-use crate::replay::{CellSummary, SUMMARY_SCHEMA_VERSION};
+use crate::replay::{CellSummary, Names, SUMMARY_SCHEMA_VERSION};
 use crate::rundir::{Manifest, PlannedCell, RunDirError};
 use crate::trace::event::{EventBody, Outcome};
 use crate::trace::{Event, read_trace};
@@ -194,12 +194,19 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
     let manifest = Manifest::read(run_dir)?;
     let planned = manifest.cell_ids();
     let run_ids = manifest.trace_run_ids(&planned);
-    // Unzipped as they come: the summaries are the report's one per-cell cost, held once.
+    // Unzipped as they come: the summaries are the report's one per-cell cost, held once, and
+    // their repeated texts shared between cells as each is read (src/replay/names.rs).
+    let names = std::sync::Mutex::new(Names::default());
     let (cells, notes): (Vec<CellSummary>, Vec<Option<String>>) = planned
         .par_iter()
         .zip(&run_ids)
-        .map(|(planned, run_id)| load_cell(&trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest))
+        .map(|(planned, run_id)| {
+            let (mut cell, note) = load_cell(&trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest);
+            cell.share_names(&mut names.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            (cell, note)
+        })
         .unzip();
+    drop(names);
     drop((planned, run_ids));
     let mut notes: Vec<String> = notes.into_iter().flatten().collect();
     let mut tls = Vec::new();
@@ -268,10 +275,10 @@ pub fn from_cells(
         .filter(|c| c.outcome != Some(Outcome::Passed))
         .map(|c| FailingCell {
             cell_id: c.cell_id.clone(),
-            case_id: c.case_id.clone(),
+            case_id: c.case_id.to_string(),
             profile: c.group().into_owned(),
             outcome: c.outcome_label().to_string(),
-            reason: c.reason.clone(),
+            reason: c.reason.to_string(),
         })
         .collect();
     MatrixReport {
@@ -351,15 +358,15 @@ fn load_cell(path: &Path, planned: &PlannedCell, run_id: &str, manifest: &Manife
     let PlannedCell { cell_id, case_id, profile, ablation } = planned;
     let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
-        run_id: manifest.run_id.clone(),
+        run_id: manifest.run_id.as_str().into(),
         cell_id: cell_id.to_string(),
-        case_id: case_id.to_string(),
-        category: manifest.category_of(case_id).unwrap_or_default(),
-        split: manifest.split_of(case_id).unwrap_or_default(),
-        profile: profile.to_string(),
-        ablation: ablation.to_string(),
+        case_id: case_id.as_str().into(),
+        category: manifest.category_of(case_id).unwrap_or_default().into(),
+        split: manifest.split_of(case_id).unwrap_or_default().into(),
+        profile: profile.as_str().into(),
+        ablation: ablation.as_str().into(),
         outcome,
-        reason,
+        reason: reason.into(),
         stop_reason: "not_run".into(),
         epoch: 1,
         ..Default::default()

@@ -260,7 +260,7 @@ impl EngineSink for BarProgress {
                 }
                 if let Some((overall, lines)) = state.as_mut() {
                     overall.inc(1);
-                    if let Some((line, counts)) = lines.get_mut(&summary.profile) {
+                    if let Some((line, counts)) = lines.get_mut(summary.profile.as_str()) {
                         match summary.outcome {
                             Some(Outcome::Passed) => counts.passed += 1,
                             Some(Outcome::Failed) => counts.failed += 1,

@@ -217,7 +217,7 @@ pub fn cell_table(summaries: &[CellSummary], width: Width) -> Fitted {
     let col = |f: fn(&CellSummary) -> String| summaries.iter().map(f).collect::<Vec<_>>();
     fit(
         vec![
-            Column::new("case", 0, col(|s| s.case_id.clone())),
+            Column::new("case", 0, col(|s| s.case_id.to_string())),
             Column::new("profile", 3, col(|s| s.group().into_owned())),
             Column::new("outcome", 0, col(|s| s.outcome_label().to_string())),
             Column::new("reward", 7, col(|s| format!("{:.1}", s.reward))).right(),

@@ -165,13 +165,13 @@ fn synthetic(
             cells.push(CellSummary {
                 run_id: "synthetic".into(),
                 cell_id: format!("case-{i}__{profile}"),
-                case_id: format!("case-{i}"),
+                case_id: format!("case-{i}").into(),
                 category: categories[i % 4].into(),
                 split: "train".into(),
-                profile: profile.to_string(),
+                profile: profile.to_string().into(),
                 epoch: 1,
                 outcome,
-                reason,
+                reason: reason.into(),
                 ..Default::default()
             });
         }
