@@ -420,7 +420,7 @@ impl Target for Trace {
                 ),
                 Some(mut from_events) => {
                     let summary = replayed.as_ref().expect("replay fails on a trace the full reader reads whole");
-                    from_events.skipped_events = read.stats.skipped.clone();
+                    from_events.skipped_events = read.stats.skipped.clone().into();
                     let (a, b) = (format!("{from_events:?}"), format!("{summary:?}"));
                     assert!(a == b, "replay and the full reader disagree:\nfull:   {a}\nreplay: {b}");
                 }
