@@ -241,7 +241,7 @@ fn respond(head: &Head, site: &Site) -> Response {
             if !path.ends_with('/') {
                 return Response::redirect(301, "Moved Permanently", format!("{}/", percent_encode_path(&path)));
             }
-            return listing(&path, &candidate);
+            return page_of_links(&path, vec![(false, crate::trace::stored::TRACE.to_string())]);
         }
         return stored_trace(&candidate, &mount.dir)
             .unwrap_or_else(|| Response::text(404, "Not Found", &format!("no such file: {path}")));
@@ -314,12 +314,10 @@ fn file_response(path: &Path) -> Response {
 }
 
 /// A folder without an index.html: its entries as links (names escaped), folders first. A run's
-/// `cells/` also lists the cells of its pack, and a packed cell's folder (which is not on disk)
-/// its trace ([`packed_cell`]).
+/// `cells/` also lists the cells of its pack as folders ([`packed_cell`]).
 fn listing(url_path: &str, dir: &Path) -> Response {
     let mut entries: Vec<(bool, String)> = match std::fs::read_dir(dir) {
         Ok(rd) => rd.flatten().map(|e| (e.path().is_dir(), e.file_name().to_string_lossy().into_owned())).collect(),
-        Err(_) if !dir.exists() => vec![(false, crate::trace::stored::TRACE.to_string())],
         Err(e) => return Response::text(404, "Not Found", &format!("cannot list {url_path}: {e}")),
     };
     if dir.file_name() == Some("cells".as_ref())
@@ -328,6 +326,11 @@ fn listing(url_path: &str, dir: &Path) -> Response {
         let on_disk: std::collections::HashSet<String> = entries.iter().map(|(_, name)| name.clone()).collect();
         entries.extend(packed_cells(run).into_iter().filter(|c| !on_disk.contains(c)).map(|c| (true, c)));
     }
+    page_of_links(url_path, entries)
+}
+
+/// The page of a folder's `entries` (is a folder, name): links, names escaped, folders first.
+fn page_of_links(url_path: &str, mut entries: Vec<(bool, String)>) -> Response {
     entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut html = format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title></head><body><h1>{0}</h1><ul>",

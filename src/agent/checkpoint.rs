@@ -246,17 +246,17 @@ impl Digests {
         self.cache.retain(|path, _| out.contains_key(path));
         // From here on, every new content is one a restore may need.
         self.keep = true;
-        self.last = Some(out.clone());
         Ok(out)
     }
 
-    /// The workspace now: what the last scan found when nothing can have changed a file since
-    /// (`files_changed` false, and there was a scan), else a new [`Digests::scan`].
-    pub fn current(&mut self, files_changed: bool) -> io::Result<BTreeMap<String, Entry>> {
-        match &self.last {
-            Some(last) if !files_changed => Ok(last.clone()),
-            _ => self.scan(),
+    /// The workspace now: what the last call found when nothing can have changed a file since
+    /// (`files_changed` false, and it found something), else a new [`Digests::scan`], kept for
+    /// the next call.
+    pub fn current(&mut self, files_changed: bool) -> io::Result<&BTreeMap<String, Entry>> {
+        if files_changed || self.last.is_none() {
+            self.last = Some(self.scan()?);
         }
+        Ok(self.last.as_ref().expect("set above"))
     }
 
     /// Something outside the agent's tools may have changed the workspace (a session's feature
@@ -333,7 +333,7 @@ impl Checkpointer {
     /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
     pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
         let mut digests = Digests::new(ws, cell_dir);
-        digests.scan()?;
+        digests.current(true)?;
         Ok(Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
             digests,
@@ -368,7 +368,6 @@ impl Checkpointer {
         elapsed_ms: u64,
     ) -> io::Result<Saved> {
         let t0 = Instant::now();
-        let workspace = self.digests.current(files_changed)?;
         let (Some(seq), bytes) = position else {
             return Err(io::Error::other("a checkpoint needs the step's state_updated in the trace"));
         };
@@ -377,6 +376,7 @@ impl Checkpointer {
             let json = serde_json::to_vec(o).map_err(io::Error::other)?;
             self.observed.push(self.digests.store(&json)?);
         }
+        let workspace = self.digests.current(files_changed)?;
         let LoopState {
             step,
             finished,
@@ -413,7 +413,7 @@ impl Checkpointer {
             provider,
             state: Cow::Owned(light),
             observations: self.observed[..state.observations.len()].to_vec(),
-            workspace: Cow::Owned(workspace),
+            workspace: Cow::Borrowed(workspace),
         };
         let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
         let rel = format!("{DIR}/step-{:04}.json", state.step);
@@ -980,10 +980,10 @@ mod tests {
         let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
         tree(&ws, &[("a.py", "x = 1\n")]);
         let mut d = Digests::new(&ws, &cell);
-        let first = d.scan().unwrap();
+        let first = d.current(true).unwrap().clone();
         // Written behind the digests' back: a step whose calls cannot write does not look.
         tree(&ws, &[("b.py", "y = 2\n")]);
-        assert_eq!(d.current(false).unwrap(), first, "no walk after a read-only step");
+        assert_eq!(d.current(false).unwrap(), &first, "no walk after a read-only step");
         let scanned = d.current(true).unwrap();
         assert!(scanned.contains_key("b.py"), "a step that may have written is scanned: {scanned:?}");
         // A new session (feature checks and git ran in between) always scans.
