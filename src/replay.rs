@@ -670,8 +670,7 @@ fn replay_run_in_spans(
         }
     });
     let replayed: Vec<(usize, ReplayedTrace)> = from_files.chain(from_pack).flatten_iter().collect();
-    // Each put in its place: a summary is about a kilobyte, and a sort would move it many times
-    // (3,000 small cells: about 3 us per cell, measured).
+    // Each put in its place once: a summary is large, and a sort would move each many times.
     let mut in_order: Vec<Option<ReplayedTrace>> = (0..cells.len()).map(|_| None).collect();
     for (i, r) in replayed {
         in_order[i] = Some(r);

@@ -317,6 +317,20 @@ pub fn decode_frame(frame: &[u8]) -> io::Result<Box<dyn BufRead + Send>> {
     decode(frame, &|| "the frame".to_string())
 }
 
+/// The plain bytes of `bytes`, zstd frames back to back (a whole `cells.pack`), each decoded
+/// with the dictionary its header names: what `zstd -dc -D DICT` prints, for tools and tests.
+pub fn decode_frames(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut plain = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = zstd::zstd_safe::find_frame_compressed_size(&bytes[at..])
+            .map_err(|code| corrupt(&format!("the frame at byte {at}"), zstd_error(code)))?;
+        decode_frame(&bytes[at..at + len])?.read_to_end(&mut plain)?;
+        at += len;
+    }
+    Ok(plain)
+}
+
 /// zstd's error `code`, by its name.
 fn zstd_error(code: usize) -> io::Error {
     io::Error::other(zstd::zstd_safe::get_error_name(code))
