@@ -6,7 +6,8 @@
 //! is stored in (a frame of the run's pack, a `.zst` file), counted on the plain bytes. A second
 //! part reads many HumanEval-sized cells one after another, as a report does, against the floor
 //! over the same bytes. Run: `cargo bench --bench replay` (env HCBENCH_BENCH_MB, default 64:
-//! size of the synthetic trace; HCBENCH_BENCH_CELLS, default 3000: the cells of the second part).
+//! size of the synthetic trace; HCBENCH_BENCH_CELLS, default 3000: the cells of the second part;
+//! HCBENCH_BENCH_TRACES=DIR: real traces, DIR's `*.jsonl` taken in turn, for that part).
 
 use std::io::Write;
 use std::time::Instant;
@@ -175,6 +176,26 @@ fn decode_only(frame: &[u8]) -> usize {
     }
 }
 
+/// Copies the `*.jsonl` traces of `from`, in name order and taken in turn, as `cells` cells of
+/// `<run_dir>/cells/<id>/trace.jsonl`; returns their paths.
+fn copy_cells(from: &std::path::Path, run_dir: &std::path::Path, cells: usize) -> Vec<std::path::PathBuf> {
+    let mut sources: Vec<std::path::PathBuf> = std::fs::read_dir(from)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty(), "HCBENCH_BENCH_TRACES: no *.jsonl in {}", from.display());
+    (0..cells)
+        .map(|i| {
+            let path = run_dir.join("cells").join(format!("real-{i}")).join(stored::TRACE);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::copy(&sources[i % sources.len()], &path).unwrap();
+            path
+        })
+        .collect()
+}
+
 fn main() {
     let mb: usize = std::env::var("HCBENCH_BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
     let dir = tempfile::tempdir().unwrap();
@@ -324,7 +345,13 @@ fn main() {
     // without the dictionary. In turns, medians of 5.
     let cells: usize = std::env::var("HCBENCH_BENCH_CELLS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
     let plain_run = dir.path().join("cells-plain");
-    let traces = write_cells(&plain_run, cells);
+    // HCBENCH_BENCH_TRACES=DIR: real traces (every *.jsonl of DIR, taken in turn) instead of the
+    // synthetic cells, e.g. those of a HumanEval-shaped run (their run ids are their own).
+    let real = std::env::var_os("HCBENCH_BENCH_TRACES").map(std::path::PathBuf::from);
+    let traces = match &real {
+        Some(from) => copy_cells(from, &plain_run, cells),
+        None => write_cells(&plain_run, cells),
+    };
     let texts: Vec<Vec<u8>> = traces.iter().map(|p| std::fs::read(p).unwrap()).collect();
     let frames: Vec<Vec<u8>> = texts.iter().map(|t| stored::compress_frame(t).unwrap()).collect();
     let mut no_dictionary = zstd::bulk::Compressor::new(12).unwrap();
@@ -349,7 +376,7 @@ fn main() {
     let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let whole_run = |run: &std::path::Path| -> u32 {
         one_core.install(|| {
-            replay_run(run, &|_| Some("bench-cells".to_string()))
+            replay_run(run, &|_| real.is_none().then(|| "bench-cells".to_string()))
                 .unwrap()
                 .into_iter()
                 .map(|(_, r)| r.unwrap().steps)
