@@ -6,12 +6,13 @@
 //! is stored in (a frame of the run's pack, a `.zst` file), counted on the plain bytes. A second
 //! part reads many HumanEval-sized cells one after another, as a report does, against the floor
 //! over the same bytes. Run: `cargo bench --bench replay` (env HCBENCH_BENCH_MB, default 64:
-//! size of the synthetic trace; HCBENCH_BENCH_CELLS, default 3000: the cells of the second part).
+//! size of the synthetic trace; HCBENCH_BENCH_CELLS, default 3000: the cells of the second part;
+//! HCBENCH_BENCH_TRACES=DIR: real traces, DIR's `*.jsonl` taken in turn, for that part).
 
 use std::io::Write;
 use std::time::Instant;
 
-use hcbench::replay::{Lean, SummaryBuilder, replay_trace, summarize};
+use hcbench::replay::{Lean, SummaryBuilder, replay_run, replay_trace, summarize};
 use hcbench::trace::event::{Check, ContextSection, ModelInfo, Outcome, Usage};
 use hcbench::trace::pack::PackWriter;
 use hcbench::trace::reader::for_each_line_from;
@@ -158,6 +159,43 @@ fn write_cells(run_dir: &std::path::Path, cells: usize) -> Vec<std::path::PathBu
         .collect()
 }
 
+/// zstd's decoding of `frame` alone, through the readers' own path (the thread's context, the
+/// prepared dictionary its header names, the thread's buffer), its bytes looked at where they
+/// lie and not copied; returns how many there were.
+fn decode_only(frame: &[u8]) -> usize {
+    use std::io::BufRead;
+    let mut reader = stored::decode_frame(frame).unwrap();
+    let mut n = 0;
+    loop {
+        let len = reader.fill_buf().unwrap().len();
+        if len == 0 {
+            return n;
+        }
+        n += len;
+        reader.consume(len);
+    }
+}
+
+/// Copies the `*.jsonl` traces of `from`, in name order and taken in turn, as `cells` cells of
+/// `<run_dir>/cells/<id>/trace.jsonl`; returns their paths.
+fn copy_cells(from: &std::path::Path, run_dir: &std::path::Path, cells: usize) -> Vec<std::path::PathBuf> {
+    let mut sources: Vec<std::path::PathBuf> = std::fs::read_dir(from)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty(), "HCBENCH_BENCH_TRACES: no *.jsonl in {}", from.display());
+    (0..cells)
+        .map(|i| {
+            let path = run_dir.join("cells").join(format!("real-{i}")).join(stored::TRACE);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::copy(&sources[i % sources.len()], &path).unwrap();
+            path
+        })
+        .collect()
+}
+
 fn main() {
     let mb: usize = std::env::var("HCBENCH_BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
     let dir = tempfile::tempdir().unwrap();
@@ -190,8 +228,6 @@ fn main() {
     std::fs::create_dir_all(old_layout.parent().unwrap()).unwrap();
     std::fs::write(stored::compressed_path(&old_layout), &frame).unwrap();
     assert!(!packed.exists() && !old_layout.exists(), "only the compressed forms exist");
-    let mut decompressor = zstd::bulk::Decompressor::new().unwrap();
-    let mut decoded: Vec<u8> = Vec::with_capacity(plain.len());
 
     // Replay, replay with serde_json alone (the parser before the fast one), and the floor
     // (scanning every line without building anything, from memory), measured in turns so
@@ -239,10 +275,9 @@ fn main() {
         from_zst.push(t.elapsed().as_secs_f64());
 
         let t = Instant::now();
-        decoded.clear();
-        decompressor.decompress_to_buffer(&frame, &mut decoded).unwrap();
+        let n = decode_only(&frame);
         decode.push(t.elapsed().as_secs_f64());
-        assert_eq!(decoded.len(), text.len());
+        assert_eq!(n, text.len());
     }
     let median = |v: &mut Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
@@ -293,7 +328,7 @@ fn main() {
         scan / from_zst
     );
     println!(
-        "of which zstd decoding alone: {:.0} MB/s of plain bytes, {:.1} ms of the pack replay's {:.1} ms ({:.0}%)",
+        "of which zstd decoding alone (the readers' path, no copy): {:.0} MB/s of plain bytes, {:.1} ms of the pack replay's {:.1} ms ({:.0}%)",
         mbs(decode),
         decode * 1e3,
         from_pack * 1e3,
@@ -301,79 +336,130 @@ fn main() {
     );
 
     // Many HumanEval-sized cells (about 10 KB each, compressing about as real ones do) read
-    // one after another as a report reads a run's cells, on one core: from the run's pack,
-    // from plain files, the scan floor over the same bytes in memory, and zstd's decoding of
-    // the frames alone; in turns, medians of 5. What a trace costs besides its bytes (finding
-    // and opening it, a context and buffers) weighs here, and zstd decodes real-looking text.
+    // one after another as a report reads a run's cells, on one core: the scan floor over the
+    // same bytes in memory; a whole run replayed as `hcbench replay RUN_DIR` and `report` do
+    // (`replay_run`, here in a one-thread pool: the pack read in pack order, a span of frames at
+    // a time), from its pack with the dictionary (what runs write now), from a pack without it
+    // (runs made before), and from plain files; each trace replayed by its name from the pack
+    // (what `hcbench replay TRACE` does); and zstd's decoding of the frames alone, with and
+    // without the dictionary. In turns, medians of 5.
     let cells: usize = std::env::var("HCBENCH_BENCH_CELLS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
     let plain_run = dir.path().join("cells-plain");
-    let traces = write_cells(&plain_run, cells);
+    // HCBENCH_BENCH_TRACES=DIR: real traces (every *.jsonl of DIR, taken in turn) instead of the
+    // synthetic cells, e.g. those of a HumanEval-shaped run (their run ids are their own).
+    let real = std::env::var_os("HCBENCH_BENCH_TRACES").map(std::path::PathBuf::from);
+    let traces = match &real {
+        Some(from) => copy_cells(from, &plain_run, cells),
+        None => write_cells(&plain_run, cells),
+    };
     let texts: Vec<Vec<u8>> = traces.iter().map(|p| std::fs::read(p).unwrap()).collect();
     let frames: Vec<Vec<u8>> = texts.iter().map(|t| stored::compress_frame(t).unwrap()).collect();
+    let mut no_dictionary = zstd::bulk::Compressor::new(12).unwrap();
+    no_dictionary.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+    let old_frames: Vec<Vec<u8>> = texts.iter().map(|t| no_dictionary.compress(t).unwrap()).collect();
     let pack_run = dir.path().join("cells-pack");
-    std::fs::create_dir_all(&pack_run).unwrap();
-    let mut pack = PackWriter::open(&pack_run).unwrap();
-    let in_pack: Vec<std::path::PathBuf> = traces
-        .iter()
-        .zip(&frames)
-        .map(|(p, frame)| {
-            let cell = p.parent().unwrap().file_name().unwrap().to_str().unwrap();
-            pack.append(cell, frame).unwrap();
-            pack_run.join("cells").join(cell).join(stored::TRACE)
+    let old_pack_run = dir.path().join("cells-pack-old");
+    let mut in_pack = Vec::new();
+    for (run, frames) in [(&pack_run, &frames), (&old_pack_run, &old_frames)] {
+        std::fs::create_dir_all(run.join("cells")).unwrap();
+        let mut pack = PackWriter::open(run).unwrap();
+        in_pack = traces
+            .iter()
+            .zip(frames)
+            .map(|(p, frame)| {
+                let cell = p.parent().unwrap().file_name().unwrap().to_str().unwrap();
+                pack.append(cell, frame).unwrap();
+                run.join("cells").join(cell).join(stored::TRACE)
+            })
+            .collect();
+    }
+    let one_core = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let whole_run = |run: &std::path::Path| -> u32 {
+        one_core.install(|| {
+            replay_run(run, &|_| real.is_none().then(|| "bench-cells".to_string()))
+                .unwrap()
+                .into_iter()
+                .map(|(_, r)| r.unwrap().steps)
+                .sum()
         })
-        .collect();
-    drop(pack);
+    };
+    let in_pack: Vec<std::path::PathBuf> =
+        in_pack.iter().map(|p| pack_run.join(p.strip_prefix(&old_pack_run).unwrap())).collect();
     let cell_bytes = texts.iter().map(Vec::len).sum::<usize>() as f64;
     let frame_bytes = frames.iter().map(Vec::len).sum::<usize>() as f64;
+    let old_frame_bytes = old_frames.iter().map(Vec::len).sum::<usize>() as f64;
     let steps: u32 = traces.iter().map(|p| replay_trace(p).unwrap().steps).sum();
-    let (mut plain_files, mut packed, mut floor, mut decoding) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut arms: [Vec<f64>; 8] = Default::default();
     for _ in 0..5 {
-        let t = Instant::now();
-        assert_eq!(traces.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
-        plain_files.push(t.elapsed().as_secs_f64());
-
-        let t = Instant::now();
-        assert_eq!(in_pack.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
-        packed.push(t.elapsed().as_secs_f64());
-
         let t = Instant::now();
         for text in &texts {
             for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
                 let _: serde::de::IgnoredAny = serde_json::from_slice(line).unwrap();
             }
         }
-        floor.push(t.elapsed().as_secs_f64());
+        arms[0].push(t.elapsed().as_secs_f64());
 
         let t = Instant::now();
-        for frame in &frames {
-            decoded.clear();
-            decompressor.decompress_to_buffer(frame.as_slice(), &mut decoded).unwrap();
-        }
-        decoding.push(t.elapsed().as_secs_f64());
+        assert_eq!(whole_run(&pack_run), steps);
+        arms[1].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(whole_run(&old_pack_run), steps);
+        arms[2].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(whole_run(&plain_run), steps);
+        arms[3].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(in_pack.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
+        arms[4].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(traces.iter().map(|p| replay_trace(p).unwrap().steps).sum::<u32>(), steps);
+        arms[5].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(frames.iter().map(|f| decode_only(f)).sum::<usize>() as f64, cell_bytes);
+        arms[6].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(old_frames.iter().map(|f| decode_only(f)).sum::<usize>() as f64, cell_bytes);
+        arms[7].push(t.elapsed().as_secs_f64());
     }
-    let (plain_files, packed, floor, decoding) =
-        (median(&mut plain_files), median(&mut packed), median(&mut floor), median(&mut decoding));
+    let [floor, pack_whole, old_pack_whole, plain_whole, pack_by_name, plain_by_name, decoding, old_decoding] =
+        arms.map(|mut v| median(&mut v));
     let cell_mbs = |secs: f64| cell_bytes / 1e6 / secs;
+    let us = |secs: f64| secs * 1e6 / cells as f64;
     println!(
-        "{cells} cells of {:.1} KB ({:.1} MB; {:.1}x smaller compressed), one after another: floor: scan only {:.0} MB/s",
+        "{cells} cells of {:.1} KB ({:.1} MB), one after another on one core: floor: scan only {:.0} MB/s ({:.1} us per cell)",
         cell_bytes / cells as f64 / 1e3,
         cell_bytes / 1e6,
+        cell_mbs(floor),
+        us(floor)
+    );
+    println!(
+        "  frames: {:.0} bytes per cell with the dictionary ({:.1}x smaller than plain), {:.0} without ({:.1}x)",
+        frame_bytes / cells as f64,
         cell_bytes / frame_bytes,
-        cell_mbs(floor)
+        old_frame_bytes / cells as f64,
+        cell_bytes / old_frame_bytes
     );
+    for (what, secs) in [
+        ("whole run (replay_run), pack with the dictionary", pack_whole),
+        ("whole run (replay_run), pack without it (older runs)", old_pack_whole),
+        ("whole run (replay_run), plain files", plain_whole),
+        ("each trace by its name, pack with the dictionary", pack_by_name),
+        ("each trace by its name, plain files", plain_by_name),
+    ] {
+        println!("  {what}: {:.0} MB/s ({:.2}x the floor; {:.1} us per cell)", cell_mbs(secs), floor / secs, us(secs));
+    }
     println!(
-        "  replay from plain files {:.0} MB/s ({:.2}x the floor); from the run's pack {:.0} MB/s ({:.2}x the floor)",
-        cell_mbs(plain_files),
-        floor / plain_files,
-        cell_mbs(packed),
-        floor / packed
-    );
-    println!(
-        "  of which zstd decoding alone: {:.0} MB/s of plain bytes, {:.1} ms of the pack replay's {:.1} ms ({:.0}%); per cell {:.1} us in all",
+        "  zstd decoding alone: with the dictionary {:.0} MB/s of plain bytes ({:.1} us per cell, {:.0}% of the whole-run pack replay); without {:.0} MB/s ({:.1} us per cell)",
         cell_mbs(decoding),
-        decoding * 1e3,
-        packed * 1e3,
-        100.0 * decoding / packed,
-        packed * 1e6 / cells as f64
+        us(decoding),
+        100.0 * decoding / pack_whole,
+        cell_mbs(old_decoding),
+        us(old_decoding)
     );
 }

@@ -10,13 +10,17 @@
 //! (`crate::trace::reader`), and the count is kept in [`CellSummary::skipped_events`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::event::{Batch, EventBody, EventKind, ModelInfo, Outcome, Usage};
-use crate::trace::{Event, Header, Parsed, TraceError, for_each_line};
+use crate::trace::pack::Slot;
+use crate::trace::reader::for_each_line_from;
+use crate::trace::stored::{RunTraces, StoredAt};
+use crate::trace::{Event, Header, Parsed, TraceError};
 
 mod hot;
 mod names;
@@ -543,50 +547,135 @@ pub fn replay_trace(path: &Path) -> Result<CellSummary, ReplayError> {
 /// [`replay_trace`] of a trace that must belong to run `run_id` (the run directory's
 /// manifest says which): an event of another run is a broken sequence, not a step.
 pub fn replay_trace_of(path: &Path, run_id: Option<&str>) -> Result<CellSummary, ReplayError> {
+    let reader =
+        crate::trace::stored::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    replay_reader(reader, path, run_id)
+}
+
+/// Replays the plain bytes `reader` gives of the trace named `path`.
+fn replay_reader(reader: impl BufRead, path: &Path, run_id: Option<&str>) -> Result<CellSummary, ReplayError> {
     let mut builder = SummaryBuilder::new();
-    let stats = for_each_line(path, run_id, Lean::parse, |h, e| builder.observe_lean(&h.run_id, &h.cell_id, e))?;
+    let stats =
+        for_each_line_from(reader, path, run_id, Lean::parse, |h, e| builder.observe_lean(&h.run_id, &h.cell_id, e))?;
     let mut summary = builder.finish().ok_or_else(|| ReplayError::Empty(path.to_path_buf()))?;
     summary.truncated = stats.truncated;
     summary.skipped_events = stats.skipped.into();
     Ok(summary)
 }
 
+/// Replays `cell`'s trace where `traces` found it, checked to belong to run `run_id` when given;
+/// None when the run stores no trace of that cell. What the report's build reads a run with.
+pub fn replay_stored(traces: &RunTraces, cell: &str, run_id: Option<&str>) -> Option<Result<CellSummary, ReplayError>> {
+    let at = traces.find(cell)?;
+    let path = traces.path(cell);
+    Some(
+        traces
+            .open(cell, at)
+            .map_err(|source| TraceError::Io { path: path.clone(), source }.into())
+            .and_then(|reader| replay_reader(reader, &path, run_id)),
+    )
+}
+
 /// The trace files of a run directory, in cell-id order.
 pub fn run_traces(run_dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
-    let cells = run_dir.join("cells");
-    // Cells with a folder and the cells of the run's pack (src/trace/stored.rs).
-    let mut traces = crate::trace::stored::traces_of_run(run_dir).map_err(|source| {
+    let traces = scan_run(run_dir)?;
+    let mut paths: Vec<PathBuf> = traces.cells().into_iter().map(|(cell, _)| traces.path(&cell)).collect();
+    paths.sort_by(|a, b| crate::util::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(paths)
+}
+
+/// Where the traces of `run_dir` are ([`RunTraces`]), or why it is not a run directory.
+fn scan_run(run_dir: &Path) -> Result<RunTraces, ReplayError> {
+    RunTraces::scan(run_dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             ReplayError::NotATrace(run_dir.to_path_buf())
         } else {
-            ReplayError::RunDir { path: cells.clone(), source }
+            ReplayError::RunDir { path: run_dir.join("cells"), source }
         }
-    })?;
-    traces.sort_by(|a, b| crate::util::natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
-    Ok(traces)
+    })
 }
 
 /// One trace's replay: its path and its summary or why it could not be read.
 pub type ReplayedTrace = (PathBuf, Result<CellSummary, ReplayError>);
 
+/// Most bytes of the run's pack read at once when its cells are replayed in pack order: frames
+/// back to back, read with one positioned read and decoded where they lie. Small enough that
+/// a run's pack splits into many such spans for the threads, and stays in the cache.
+const PACK_SPAN: u64 = 256 * 1024;
+
 /// Replays every trace of a run directory in parallel, each checked to belong to the run
 /// `run_of` gives for its cell (by the cell folder's name), when it gives one. A corrupt trace
 /// does not fail the others: it comes back as its own error, which reports show as a harness
-/// error.
+/// error. Results come in cell-id order.
+///
+/// The run's traces are found once ([`RunTraces`]: a re-run cell's plain trace still wins over
+/// its pack entry); the pack's entries are read in pack order, a span of frames at a time
+/// ([`PACK_SPAN`]), so a finished cell costs no file lookups and no read of its own.
 pub fn replay_run(
     run_dir: &Path,
     run_of: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Vec<ReplayedTrace>, ReplayError> {
-    let traces = run_traces(run_dir)?;
-    Ok(traces
-        .into_par_iter()
-        .map(|p| {
-            let cell_id = p.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
-            let run_id = cell_id.and_then(|c| run_of(&c));
-            let r = replay_trace_of(&p, run_id.as_deref());
-            (p, r)
-        })
-        .collect())
+    replay_run_in_spans(run_dir, run_of, PACK_SPAN)
+}
+
+/// [`replay_run`] reading at most `span_bytes` of the pack at once (tests cut it smaller).
+fn replay_run_in_spans(
+    run_dir: &Path,
+    run_of: &(dyn Fn(&str) -> Option<String> + Sync),
+    span_bytes: u64,
+) -> Result<Vec<ReplayedTrace>, ReplayError> {
+    let traces = scan_run(run_dir)?;
+    let mut cells = traces.cells();
+    // Cell-id order, as the results come back; each cell keeps its place in it.
+    cells.sort_by(|a, b| crate::util::natural_cmp(&a.0, &b.0));
+    let mut in_pack: Vec<(usize, Slot)> = Vec::new();
+    let mut spans: Vec<Vec<(usize, Slot)>> = Vec::new();
+    let mut files: Vec<usize> = Vec::new();
+    for (i, (_, at)) in cells.iter().enumerate() {
+        match at {
+            StoredAt::Packed(slot) => in_pack.push((i, *slot)),
+            _ => files.push(i),
+        }
+    }
+    in_pack.sort_by_key(|(_, slot)| slot.offset);
+    for entry in in_pack {
+        match spans.last_mut() {
+            Some(span) if entry.1.offset + entry.1.len - span[0].1.offset <= span_bytes => span.push(entry),
+            _ => spans.push(vec![entry]),
+        }
+    }
+    let replay = |i: usize, reader: std::io::Result<Box<dyn BufRead + Send>>| -> (usize, ReplayedTrace) {
+        let cell = &cells[i].0;
+        let path = traces.path(cell);
+        let run_id = run_of(cell);
+        let result = reader
+            .map_err(|source| TraceError::Io { path: path.clone(), source }.into())
+            .and_then(|r| replay_reader(r, &path, run_id.as_deref()));
+        (i, (path, result))
+    };
+    let from_files = files.par_iter().map(|&i| vec![replay(i, traces.open(&cells[i].0, cells[i].1))]);
+    let from_pack = spans.par_iter().map(|span| {
+        let (first, last) = (span[0].1, span[span.len() - 1].1);
+        match traces.read_span(first, last) {
+            Ok(bytes) => span
+                .iter()
+                .map(|&(i, slot)| {
+                    let at = (slot.offset - first.offset) as usize;
+                    let frame = &bytes[at..at + slot.len as usize];
+                    replay(i, traces.open_frame(&cells[i].0, slot, frame))
+                })
+                .collect(),
+            // Each cell of the span says so.
+            Err(e) => span.iter().map(|&(i, _)| replay(i, Err(std::io::Error::new(e.kind(), e.to_string())))).collect(),
+        }
+    });
+    let replayed: Vec<(usize, ReplayedTrace)> = from_files.chain(from_pack).flatten_iter().collect();
+    // Each put in its place once: a summary is large, and a sort would move each many times.
+    let mut in_order: Vec<Option<ReplayedTrace>> = (0..cells.len()).map(|_| None).collect();
+    for (i, r) in replayed {
+        in_order[i] = Some(r);
+    }
+    Ok(in_order.into_iter().map(|r| r.expect("every cell is replayed once")).collect())
 }
 
 /// The parts of an event the summary fold reads. Large payloads (tool output, arguments,
@@ -1153,6 +1242,72 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
 mod tests {
     use super::*;
     use crate::trace::TraceWriter;
+
+    /// A whole run replayed in pack order, in spans of frames, gives what replaying each trace
+    /// by its name gives, in cell-id order: pack entries, a re-run cell's plain trace over its
+    /// entry, a plain-only cell, and a damaged frame that fails only its own cell.
+    #[test]
+    fn a_run_replayed_in_pack_order_equals_each_trace_replayed_by_name() {
+        use crate::trace::pack::PackWriter;
+        use crate::trace::stored::{TRACE, compress_frame};
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path();
+        let write = |cell: &str, steps: u32| -> Vec<u8> {
+            let path = run.join("cells").join(cell).join(TRACE);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let mut w = TraceWriter::create(&path, "r", cell).unwrap();
+            for step in 1..=steps {
+                w.append(EventBody::PolicyDecision {
+                    step,
+                    tool: "run_command".into(),
+                    allowed: false,
+                    reason: "network".into(),
+                    invalid: false,
+                })
+                .unwrap();
+            }
+            drop(w);
+            std::fs::read(&path).unwrap()
+        };
+        let mut pack = PackWriter::open(run).unwrap();
+        for n in 1..=11 {
+            let cell = format!("cell-{n}");
+            let mut frame = compress_frame(&write(&cell, n)).unwrap();
+            if n == 7 {
+                let mid = frame.len() / 2;
+                frame[mid] ^= 0x5a;
+            }
+            pack.append(&cell, &frame).unwrap();
+            if n != 3 {
+                std::fs::remove_dir_all(run.join("cells").join(&cell)).unwrap();
+            }
+        }
+        drop(pack);
+        write("cell-3", 20);
+        write("cell-12", 12);
+        let by_name: Vec<(PathBuf, Result<serde_json::Value, String>)> = run_traces(run)
+            .unwrap()
+            .into_iter()
+            .map(|p| {
+                let r =
+                    replay_trace_of(&p, Some("r")).map(|s| serde_json::to_value(s).unwrap()).map_err(|e| e.to_string());
+                (p, r)
+            })
+            .collect();
+        assert_eq!(by_name.len(), 12);
+        assert_eq!(by_name[2].1.as_ref().unwrap()["policy_denials"], 20, "the re-run cell's plain trace wins");
+        assert!(by_name[6].1.as_ref().unwrap_err().contains("is corrupt"), "{:?}", by_name[6].1);
+        assert!(by_name[9].0.ends_with("cells/cell-10/trace.jsonl"), "cell-id order: {:?}", by_name[9].0);
+        for span in [1, 600, PACK_SPAN] {
+            let whole: Vec<(PathBuf, Result<serde_json::Value, String>)> =
+                replay_run_in_spans(run, &|_| Some("r".to_string()), span)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(p, r)| (p, r.map(|s| serde_json::to_value(s).unwrap()).map_err(|e| e.to_string())))
+                    .collect();
+            assert_eq!(whole, by_name, "spans of {span} bytes");
+        }
+    }
 
     fn sample(dir: &Path) -> PathBuf {
         let path = dir.join("trace.jsonl");

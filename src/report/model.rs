@@ -197,11 +197,14 @@ pub fn build(run_dir: &Path, timelines: bool) -> Result<MatrixReport, ReportErro
     // Unzipped as they come: the summaries are the report's one per-cell cost, held once, and
     // their repeated texts shared between cells as each is read (src/replay/names.rs).
     let names = std::sync::Mutex::new(Names::default());
+    // Where every trace is, found once (src/trace/stored.rs); without it each cell's is found by name.
+    let stored = crate::trace::stored::RunTraces::scan(run_dir).ok();
     let (cells, notes): (Vec<CellSummary>, Vec<Option<String>>) = planned
         .par_iter()
         .zip(&run_ids)
         .map(|(planned, run_id)| {
-            let (mut cell, note) = load_cell(&trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest);
+            let (mut cell, note) =
+                load_cell(stored.as_ref(), &trace_path(run_dir, &planned.cell_id), planned, run_id, &manifest);
             cell.share_names(&mut names.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
             (cell, note)
         })
@@ -354,7 +357,13 @@ fn banner(status: RunStatus, cells: &[CellSummary], budget_cut: Option<f64>, res
 
 /// The summary of one planned cell; a missing or unreadable trace becomes its own row.
 /// The summary of one planned cell from its trace, which must belong to run `run_id`.
-fn load_cell(path: &Path, planned: &PlannedCell, run_id: &str, manifest: &Manifest) -> (CellSummary, Option<String>) {
+fn load_cell(
+    stored: Option<&crate::trace::stored::RunTraces>,
+    path: &Path,
+    planned: &PlannedCell,
+    run_id: &str,
+    manifest: &Manifest,
+) -> (CellSummary, Option<String>) {
     let PlannedCell { cell_id, case_id, profile, ablation } = planned;
     let placeholder = |outcome: Option<Outcome>, reason: String| CellSummary {
         schema_version: SUMMARY_SCHEMA_VERSION,
@@ -371,10 +380,14 @@ fn load_cell(path: &Path, planned: &PlannedCell, run_id: &str, manifest: &Manife
         epoch: 1,
         ..Default::default()
     };
-    if crate::trace::stored::locate(path).is_none() {
+    let replayed = match stored {
+        Some(stored) => crate::replay::replay_stored(stored, cell_id, Some(run_id)),
+        None => crate::trace::stored::locate(path).map(|_| crate::replay::replay_trace_of(path, Some(run_id))),
+    };
+    let Some(replayed) = replayed else {
         return (placeholder(None, "the cell never ran (interrupted run?)".into()), None);
-    }
-    match crate::replay::replay_trace_of(path, Some(run_id)) {
+    };
+    match replayed {
         Ok(mut s) => {
             if s.outcome.is_none() {
                 s.reason = "the trace ends before run_finished (crash or interruption)".into();

@@ -2,9 +2,11 @@
 //! back) and `cells.pack.index` (which cell's frame is where), beside the run's `cells/`.
 //!
 //! Why one file rather than a file per cell: a finished HumanEval-sized trace compresses to
-//! about 2 KB, and a file of its own (in a folder of its own) costs two 4 KiB blocks whatever
-//! its size; appended to one file it costs its bytes. Frames stay independent, so any one
-//! trace is read with one positioned read, and `zstd -dc cells.pack` prints them all.
+//! under 1 KB (with the trace dictionary, src/trace/stored.rs), and a file of its own (in a
+//! folder of its own) costs two 4 KiB blocks whatever its size; appended to one file it costs
+//! its bytes. Frames stay independent (each names the dictionary it needs), so any one trace is
+//! read with one positioned read, and `zstd -dc -D src/trace/dict/traces-1.zdict cells.pack`
+//! prints them all.
 //!
 //! Invariants, enforced by [`PackWriter`], the only code that writes a pack:
 //! - both files are append-only; one writer per pack (the run directory's `.lock` keeps other

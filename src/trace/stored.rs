@@ -21,8 +21,9 @@
 //! frame is decoded whole into the buffer and its lines parsed where they lie; one too large for
 //! that is decoded a chunk at a time into the same buffer.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -43,6 +44,53 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// the default pays (measured on HumanEval-shaped traces in benches/scale.rs: level 19 takes a
 /// few ms per cell; this one under 1 ms for nearly the same size).
 const LEVEL: i32 = 12;
+
+/// The dictionaries trace frames are compressed with, by the id zstd writes in each frame's
+/// header (so a frame says which one it needs, and `hcbench merge` copies frames between packs
+/// undecoded). A finished trace is small (about 10 KB for a HumanEval-sized cell) and a frame
+/// starts with no history, so on its own it compresses only about 5x; most of its bytes (keys,
+/// event kinds, section and tool names, the shape of every line) are in every trace, and a
+/// dictionary of them halves the frame and doubles zstd's decoding speed (docs/performance.md,
+/// "Smaller frames"). Every dictionary ever shipped stays in this list, so frames written by
+/// any hcbench read forever; frames without a dictionary id (packs and `.zst` files made before
+/// dictionaries) read as they always did. How a dictionary is made: src/trace/dict/README.md.
+const DICTIONARIES: [(u32, &[u8]); 1] = [(0x4863_0001, include_bytes!("dict/traces-1.zdict"))];
+
+/// The dictionary new frames are compressed with (its id).
+const CURRENT_DICTIONARY: u32 = 0x4863_0001;
+
+/// The dictionaries prepared for decoding, once per process (zstd's `DDict` is read-only and
+/// shared by every thread's context).
+static DECODER_DICTIONARIES: LazyLock<Vec<(u32, zstd::dict::DecoderDictionary<'static>)>> = LazyLock::new(|| {
+    DICTIONARIES.iter().map(|(id, bytes)| (*id, zstd::dict::DecoderDictionary::copy(bytes))).collect()
+});
+
+/// The current dictionary prepared for compressing at [`LEVEL`], once per process.
+static ENCODER_DICTIONARY: LazyLock<zstd::dict::EncoderDictionary<'static>> = LazyLock::new(|| {
+    let (_, bytes) =
+        DICTIONARIES.iter().find(|(id, _)| *id == CURRENT_DICTIONARY).expect("the current dictionary is listed");
+    zstd::dict::EncoderDictionary::copy(bytes, LEVEL)
+});
+
+/// The dictionary the frame `frame` was compressed with, when its header names one; an id this
+/// build does not have is an error (`what` names the frame): a newer hcbench wrote it.
+fn dictionary_of(
+    frame: &[u8],
+    what: &dyn Fn() -> String,
+) -> io::Result<Option<&'static zstd::zstd_safe::DDict<'static>>> {
+    let Some(id) = zstd::zstd_safe::get_dict_id_from_frame(frame) else { return Ok(None) };
+    match DECODER_DICTIONARIES.iter().find(|(known, _)| *known == id.get()) {
+        Some((_, dictionary)) => Ok(Some(dictionary.as_ddict())),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} was compressed with dictionary {:#x}, which this hcbench does not have (a newer hcbench wrote it); upgrade hcbench",
+                what(),
+                id.get()
+            ),
+        )),
+    }
+}
 
 /// Largest trace decoded in one piece (its size is in its frame header); a larger one is decoded
 /// a chunk at a time, so memory stays bounded whatever a trace holds. Chunks also read faster
@@ -209,18 +257,25 @@ impl Drop for FileChunks {
 /// whose size its header gives, up to [`WHOLE_DECODE_MAX`], is decoded whole into the thread's
 /// spare buffer and read where it lies ([`Decoded`]); a larger one, or one of unknown size, a
 /// chunk at a time ([`Streamed`]).
-fn decode(frame: Vec<u8>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRead + Send>> {
+fn decode<'f>(frame: impl Into<Cow<'f, [u8]>>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRead + Send>> {
+    let frame = frame.into();
     let size = match zstd::zstd_safe::get_frame_content_size(&frame) {
         Ok(size) => size,
         Err(_) => return Err(corrupt(&what(), io::Error::other("no zstd frame header"))),
     };
+    let dictionary = dictionary_of(&frame, what)?;
     let Spare { dctx, mut buffer } = Spare::take()?;
     let mut dctx = Some(dctx);
     match size {
         Some(size) if size <= WHOLE_DECODE_MAX => {
             buffer.clear();
             buffer.reserve(size as usize);
-            let decoded = dctx.as_mut().expect("taken above").decompress(&mut buffer, &frame);
+            // Told which dictionary explicitly, whatever the context's last use left behind.
+            let context = dctx.as_mut().expect("taken above");
+            let decoded = match dictionary {
+                Some(d) => context.decompress_using_ddict(&mut buffer, &frame, d),
+                None => context.decompress_using_dict(&mut buffer, &frame, &[]),
+            };
             // The context is free again at once; the buffer goes back when the reader is done.
             Spare::give_back(dctx.take(), Vec::new());
             match decoded {
@@ -233,15 +288,47 @@ fn decode(frame: Vec<u8>, what: &dyn Fn() -> String) -> io::Result<Box<dyn BufRe
         }
         _ => {
             // A new frame from the start, whatever the context's last use left behind.
-            let reset = dctx.as_mut().expect("taken above").reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+            let context = dctx.as_mut().expect("taken above");
+            let reset = context.reset(zstd::zstd_safe::ResetDirective::SessionOnly).and_then(|_| match dictionary {
+                Some(d) => context.ref_ddict(d),
+                None => context.disable_dictionary(),
+            });
             if let Err(code) = reset {
                 return Err(corrupt(&what(), zstd_error(code)));
             }
             buffer.clear();
             buffer.reserve(STREAM_CHUNK);
-            Ok(Box::new(Streamed { frame, read: 0, dctx, plain: buffer, pos: 0, done: false, what: what() }))
+            Ok(Box::new(Streamed {
+                frame: frame.into_owned(),
+                read: 0,
+                dctx,
+                plain: buffer,
+                pos: 0,
+                done: false,
+                what: what(),
+            }))
         }
     }
+}
+
+/// A reader of the plain bytes of the zstd frame `frame` (with or without a dictionary), as
+/// every reader of a stored trace decodes it: for tools and benches.
+pub fn decode_frame(frame: &[u8]) -> io::Result<Box<dyn BufRead + Send>> {
+    decode(frame, &|| "the frame".to_string())
+}
+
+/// The plain bytes of `bytes`, zstd frames back to back (a whole `cells.pack`), each decoded
+/// with the dictionary its header names: what `zstd -dc -D DICT` prints, for tools and tests.
+pub fn decode_frames(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut plain = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = zstd::zstd_safe::find_frame_compressed_size(&bytes[at..])
+            .map_err(|code| corrupt(&format!("the frame at byte {at}"), zstd_error(code)))?;
+        decode_frame(&bytes[at..at + len])?.read_to_end(&mut plain)?;
+        at += len;
+    }
+    Ok(plain)
 }
 
 /// zstd's error `code`, by its name.
@@ -441,6 +528,12 @@ fn in_pack(path: &Path) -> io::Result<Option<(Arc<Loaded>, Slot, String)>> {
 
 /// Where the pack of `run_dir` holds `cell`'s trace, if it does.
 fn packed_slot(run_dir: &Path, cell: &str) -> io::Result<Option<(Arc<Loaded>, Slot)>> {
+    let Some(loaded) = load_pack(run_dir)? else { return Ok(None) };
+    Ok(loaded.slots.get(cell).copied().map(|slot| (loaded.clone(), slot)))
+}
+
+/// The pack of `run_dir` as readers hold it (read again when its index changed), if it has one.
+fn load_pack(run_dir: &Path) -> io::Result<Option<Arc<Loaded>>> {
     use std::os::unix::fs::MetadataExt;
     let index_path = run_dir.join(pack::INDEX);
     let meta = match std::fs::metadata(&index_path) {
@@ -461,17 +554,139 @@ fn packed_slot(run_dir: &Path, cell: &str) -> io::Result<Option<(Arc<Loaded>, Sl
             loaded
         }
     };
-    drop(packs);
-    Ok(loaded.slots.get(cell).copied().map(|slot| (loaded.clone(), slot)))
+    Ok(Some(loaded))
 }
 
-/// `plain` as one zstd frame at [`LEVEL`], checksummed, its size in the header (so it decodes
-/// in one piece), made with this thread's encoding context.
+/// Where one trace of a run is, as [`RunTraces`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredAt {
+    /// A file of the cell's folder, plain or `.zst`: opened by its name ([`open`]).
+    File,
+    /// An entry of the run's pack.
+    Packed(Slot),
+}
+
+/// Where every trace of one run is, found once, for readers of a whole run (`replay_run`, the
+/// report's build), by the rule [`open`] follows per name: a cell whose folder holds a plain or
+/// `.zst` trace is read from there (a cell run again after its pack entry was written has a
+/// plain trace again, and it is the newer one); any other cell the pack holds, from its entry.
+/// What this saves per trace, against [`open`] of its name: for a pack entry, the failed opens
+/// of the plain and `.zst` names and the check of the index's stamp. A snapshot: a trace stored
+/// after [`RunTraces::scan`] is not seen (a report reads a run that is not being written).
+pub struct RunTraces {
+    cells_dir: PathBuf,
+    /// Cells whose folder holds a trace file.
+    files: HashSet<String>,
+    pack: Option<Arc<Loaded>>,
+}
+
+impl RunTraces {
+    /// Finds the traces of the run directory `run_dir`: one listing of its `cells/` (which
+    /// holds a folder only for cells that are running, have artifacts, or were stored before
+    /// the pack) and its pack's index. NotFound when it has neither `cells/` nor a pack; an
+    /// index that cannot be read is an error naming it (see [`Index::read`]).
+    pub fn scan(run_dir: &Path) -> io::Result<RunTraces> {
+        let cells_dir = run_dir.join("cells");
+        let pack = load_pack(run_dir).map_err(|e| match e.kind() {
+            // The index is there, so this is a run directory: its pack is missing.
+            io::ErrorKind::NotFound => io::Error::other(format!("{}: {e}", run_dir.join(pack::PACK).display())),
+            _ => e,
+        })?;
+        let mut files = HashSet::new();
+        match std::fs::read_dir(&cells_dir) {
+            Ok(entries) => {
+                for entry in entries.filter_map(Result::ok) {
+                    let trace = entry.path().join(TRACE);
+                    if trace.is_file() || compressed_path(&trace).is_file() {
+                        files.insert(entry.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && pack.is_some() => {}
+            Err(e) => return Err(e),
+        }
+        Ok(RunTraces { cells_dir, files, pack })
+    }
+
+    /// Where `cell`'s trace is; None when it is stored nowhere.
+    pub fn find(&self, cell: &str) -> Option<StoredAt> {
+        if self.files.contains(cell) {
+            return Some(StoredAt::File);
+        }
+        self.pack.as_ref()?.slots.get(cell).map(|slot| StoredAt::Packed(*slot))
+    }
+
+    /// Every cell with a trace and where it is, in no particular order; the pack's cells in
+    /// the order of their frames in the pack.
+    pub fn cells(&self) -> Vec<(String, StoredAt)> {
+        let mut out: Vec<(String, StoredAt)> = self.files.iter().map(|c| (c.clone(), StoredAt::File)).collect();
+        if let Some(loaded) = &self.pack {
+            let start = out.len();
+            for (cell, slot) in &loaded.slots {
+                if !self.files.contains(cell) {
+                    out.push((cell.clone(), StoredAt::Packed(*slot)));
+                }
+            }
+            out[start..].sort_by_key(|(_, at)| match at {
+                StoredAt::Packed(slot) => slot.offset,
+                StoredAt::File => 0,
+            });
+        }
+        out
+    }
+
+    /// The name a reader gives `cell`'s trace (`<run_dir>/cells/<cell>/trace.jsonl`).
+    pub fn path(&self, cell: &str) -> PathBuf {
+        self.cells_dir.join(cell).join(TRACE)
+    }
+
+    /// Opens `cell`'s trace, found at `at` by [`RunTraces::find`] or [`RunTraces::cells`].
+    pub fn open(&self, cell: &str, at: StoredAt) -> io::Result<Box<dyn BufRead + Send>> {
+        match at {
+            StoredAt::File => open(&self.path(cell)),
+            StoredAt::Packed(slot) => {
+                let loaded = self.loaded()?;
+                self.open_frame(cell, slot, &pack::read_frame(&loaded.pack, &loaded.path, slot)?)
+            }
+        }
+    }
+
+    /// The bytes of the pack from the start of `first` to the end of `last` (frames of the pack,
+    /// `first` not after `last`), in one read: what [`RunTraces::open_frame`] reads frames from
+    /// when many are read in pack order.
+    pub fn read_span(&self, first: Slot, last: Slot) -> io::Result<Vec<u8>> {
+        let loaded = self.loaded()?;
+        let span = Slot { offset: first.offset, len: last.offset + last.len - first.offset };
+        pack::read_frame(&loaded.pack, &loaded.path, span)
+    }
+
+    /// Opens `cell`'s trace from `frame`, its entry's bytes (read by [`RunTraces::read_span`]).
+    pub fn open_frame(&self, cell: &str, slot: Slot, frame: &[u8]) -> io::Result<Box<dyn BufRead + Send>> {
+        let pack_path = self.cells_dir.with_file_name(pack::PACK);
+        let what = || {
+            format!(
+                "the trace of cell {cell} in {} (bytes {} to {})",
+                pack_path.display(),
+                slot.offset,
+                slot.offset + slot.len
+            )
+        };
+        decode(frame, &what)
+    }
+
+    fn loaded(&self) -> io::Result<&Arc<Loaded>> {
+        self.pack.as_ref().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the run has no pack"))
+    }
+}
+
+/// `plain` as one zstd frame at [`LEVEL`] with the current dictionary (its id in the frame's
+/// header), checksummed, its size in the header (so it decodes in one piece), made with this
+/// thread's encoding context.
 pub fn compress_frame(plain: &[u8]) -> io::Result<Vec<u8>> {
     COMPRESSOR.with(|c| {
         let mut c = c.borrow_mut();
         if c.is_none() {
-            let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
+            let mut compressor = zstd::bulk::Compressor::with_prepared_dictionary(&ENCODER_DICTIONARY)?;
             compressor.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
             *c = Some(compressor);
         }
@@ -781,5 +996,99 @@ mod tests {
         assert!(e.contains("trace.jsonl.zst is corrupt") && e.contains("run the cell again"), "{e}");
         let missing = read_all(&dir.path().join("none/trace.jsonl")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// A frame as packs and `.zst` files made before dictionaries hold them: level 12,
+    /// checksummed, no dictionary.
+    fn frame_without_dictionary(plain: &[u8]) -> Vec<u8> {
+        let mut c = zstd::bulk::Compressor::new(LEVEL).unwrap();
+        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+        c.compress(plain).unwrap()
+    }
+
+    /// New frames carry the current dictionary's id and are smaller; frames without one (every
+    /// pack made before) read as before; decoded whole and in chunks, one after another on the
+    /// same thread's context, each reads its own bytes. An id this build does not know is an
+    /// error saying to upgrade.
+    #[test]
+    fn frames_with_and_without_the_dictionary_read_alike() {
+        let real =
+            std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/trace/bugfix-1.jsonl")).unwrap();
+        let (new, old) = (compress_frame(&real).unwrap(), frame_without_dictionary(&real));
+        let id = |f: &[u8]| zstd::zstd_safe::get_dict_id_from_frame(f).map(|i| i.get());
+        assert_eq!((id(&new), id(&old)), (Some(CURRENT_DICTIONARY), None));
+        assert!(new.len() * 3 < old.len() * 2, "{} bytes with the dictionary, {} without", new.len(), old.len());
+        let large = lines(60_000);
+        let (new_large, old_large) = (compress_frame(&large).unwrap(), frame_without_dictionary(&large));
+        assert!(large.len() as u64 > WHOLE_DECODE_MAX);
+        for _ in 0..2 {
+            for (frame, text) in
+                [(&new_large, &large), (&old, &real), (&old_large, &large), (&new, &real), (&old, &real)]
+            {
+                let mut out = Vec::new();
+                decode(frame.as_slice(), &String::new).unwrap().read_to_end(&mut out).unwrap();
+                assert!(out == *text, "a frame of {} bytes read back wrong", frame.len());
+            }
+        }
+        // The same frame claiming a dictionary of a newer hcbench.
+        let mut unknown = new.clone();
+        let at = unknown[..12].windows(4).position(|w| w == CURRENT_DICTIONARY.to_le_bytes()).unwrap();
+        unknown[at..at + 4].copy_from_slice(&(CURRENT_DICTIONARY + 1).to_le_bytes());
+        let e = decode(unknown, &|| "the trace of cell c".to_string()).err().unwrap().to_string();
+        assert!(
+            e.contains("the trace of cell c was compressed with dictionary 0x48630002")
+                && e.contains("upgrade hcbench"),
+            "{e}"
+        );
+    }
+
+    /// A run's traces found once read as [`open`] reads each name, whatever holds them: pack
+    /// entries with and without the dictionary, a re-run cell's plain trace over its pack
+    /// entry, a `.zst` file of the layout before the pack; a folder without a trace is no cell.
+    #[test]
+    fn a_run_found_once_reads_as_each_name_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path();
+        let cells = run.join("cells");
+        let text = |k: usize| lines(50 + k);
+        let mut w = PackWriter::open(run).unwrap();
+        w.append("a", &frame_without_dictionary(&text(1))).unwrap();
+        w.append("b", &compress_frame(&text(2)).unwrap()).unwrap();
+        w.append("c", &compress_frame(b"the run before\n").unwrap()).unwrap();
+        w.append("f", &compress_frame(&text(6)).unwrap()).unwrap();
+        drop(w);
+        for (cell, name, bytes) in [("c", TRACE, text(3)), ("d", "trace.jsonl.zst", frame_without_dictionary(&text(4)))]
+        {
+            std::fs::create_dir_all(cells.join(cell)).unwrap();
+            std::fs::write(cells.join(cell).join(name), bytes).unwrap();
+        }
+        std::fs::create_dir_all(cells.join("e/artifacts")).unwrap();
+        let traces = RunTraces::scan(run).unwrap();
+        let mut found = traces.cells();
+        let packed: Vec<&str> = found.iter().filter(|(_, at)| *at != StoredAt::File).map(|(c, _)| c.as_str()).collect();
+        assert_eq!(packed, ["a", "b", "f"], "the pack's cells in pack order");
+        found.sort_by(|x, y| x.0.cmp(&y.0));
+        let names: Vec<(&str, bool)> = found.iter().map(|(c, at)| (c.as_str(), *at == StoredAt::File)).collect();
+        assert_eq!(names, [("a", false), ("b", false), ("c", true), ("d", true), ("f", false)]);
+        for (k, (cell, at)) in [1, 2, 3, 4, 6].into_iter().zip(&found) {
+            let mut out = Vec::new();
+            traces.open(cell, *at).unwrap().read_to_end(&mut out).unwrap();
+            assert_eq!((out == text(k), read_all(&traces.path(cell)).unwrap() == text(k)), (true, true), "cell {cell}");
+        }
+        assert_eq!((traces.find("e"), traces.find("zz")), (None, None));
+        // Frames read in one span, decoded where they lie.
+        let (Some(StoredAt::Packed(a)), Some(StoredAt::Packed(f))) = (traces.find("a"), traces.find("f")) else {
+            panic!()
+        };
+        let span = traces.read_span(a, f).unwrap();
+        let mut out = Vec::new();
+        let last = &span[(f.offset - a.offset) as usize..];
+        traces.open_frame("f", f, last).unwrap().read_to_end(&mut out).unwrap();
+        assert_eq!(out, text(6));
+        // Neither cells/ nor a pack: not a run. An index that does not read: an error naming it.
+        assert_eq!(RunTraces::scan(&run.join("none")).err().unwrap().kind(), io::ErrorKind::NotFound);
+        std::fs::write(run.join(pack::INDEX), "not an index\n").unwrap();
+        let e = RunTraces::scan(run).err().unwrap().to_string();
+        assert!(e.contains("cells.pack.index: line 1 is not a pack index header"), "{e}");
     }
 }

@@ -286,7 +286,8 @@ fn assert_no_canary(dir: &Path, out: &Output) {
         let file = dir.join(&path);
         let text = if path.ends_with("cells.pack") {
             // Finished cells' traces, one zstd frame each: decoded together.
-            let bytes = zstd::decode_all(std::fs::File::open(&file).unwrap()).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let bytes = hcbench::trace::stored::decode_frames(&std::fs::read(&file).unwrap())
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
             String::from_utf8_lossy(&bytes).into_owned()
         } else if path.ends_with(".zst") {
             crate::read_trace_text(&file).unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -96,6 +96,67 @@ fn finished_traces_go_to_the_pack_and_replay_as_the_older_layouts() {
     assert_eq!(report(&run_dir)["cells"], packed_report["cells"]);
 }
 
+/// A pack as hcbench wrote it before the trace dictionary: the same run's frames recompressed
+/// without one (level 12, checksummed, as it was): one entry in `every` that still has one, so
+/// the pack can mix both.
+fn without_dictionary(run_dir: &Path, every: usize) {
+    let (pack_path, index_path) = (run_dir.join("cells.pack"), run_dir.join("cells.pack.index"));
+    let pack = std::fs::read(&pack_path).unwrap();
+    let entries: Vec<(String, usize, usize)> = std::fs::read_to_string(&index_path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            (
+                e["cell"].as_str().unwrap().to_string(),
+                e["offset"].as_u64().unwrap() as usize,
+                e["len"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    std::fs::remove_file(&pack_path).unwrap();
+    std::fs::remove_file(&index_path).unwrap();
+    let mut writer = hcbench::trace::pack::PackWriter::open(run_dir).unwrap();
+    let mut old = zstd::bulk::Compressor::new(12).unwrap();
+    old.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+    for (n, (cell, offset, len)) in entries.into_iter().enumerate() {
+        let frame = &pack[offset..offset + len];
+        if n % every == 0 && zstd::zstd_safe::get_dict_id_from_frame(frame).is_some() {
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(&mut hcbench::trace::stored::decode_frame(frame).unwrap(), &mut plain).unwrap();
+            writer.append(&cell, &old.compress(&plain).unwrap()).unwrap();
+        } else {
+            writer.append(&cell, frame).unwrap();
+        }
+    }
+}
+
+#[test]
+fn packs_made_before_the_dictionary_and_mixed_ones_read_the_same() {
+    let s = scratch();
+    let run_dir = s.path().join("m");
+    matrix(&s, &run_dir, &["--shard", "1/1"]);
+    let (new_replay, new_report) = (replay(&run_dir), report(&run_dir));
+    let new_len = std::fs::metadata(run_dir.join("cells.pack")).unwrap().len();
+    let one = run_dir.join("cells/good__oracle/trace.jsonl");
+    let one_replay = replay(&one);
+    // One frame in two without the dictionary, then all of them.
+    for every in [2, 1] {
+        without_dictionary(&run_dir, every);
+        assert_eq!(replay(&run_dir), new_replay, "a whole run, one frame in {every} without the dictionary");
+        assert_eq!(report(&run_dir)["cells"], new_report["cells"]);
+        assert_eq!(replay(&one), one_replay, "one trace by its name");
+    }
+    let old_len = std::fs::metadata(run_dir.join("cells.pack")).unwrap().len();
+    assert!(new_len * 3 < old_len * 2, "the dictionary makes the pack smaller: {new_len} against {old_len} bytes");
+    // Merged from such a pack, frames are copied as they are, and read the same.
+    let merged = s.path().join("merged");
+    Test::new().args(&["merge"]).arg_path(&merged).arg_path(&run_dir).run().code(0);
+    assert_eq!(report(&merged)["cells"].as_array().map(Vec::len), Some(4));
+    assert_eq!(outcomes(&report(&merged)), outcomes(&new_report));
+}
+
 #[test]
 fn a_cell_with_artifacts_keeps_its_folder_without_its_trace() {
     let s = Scratch::new();
