@@ -224,7 +224,7 @@ fn fresh_map(
         (Some(dir), Some(stamp)) => StoredMap::key(fixture, stamp, query, budget_tokens).map(|k| (dir, k)),
         _ => None,
     };
-    let found = stored.as_ref().and_then(|(dir, k)| stored_map(dir, k, budget_tokens));
+    let found = stored.as_ref().and_then(|(dir, k)| stored_map(dir, k, query, budget_tokens));
     let (stats, view, from_store) = match found {
         Some((stats, view)) => (reused(&stats), view, true),
         None => {
@@ -315,7 +315,8 @@ fn tree_stamp(dir: &Path) -> Option<TreeStamp> {
 /// `key` names everything the map is a function of: the format of this file, the hcbench binary
 /// (its version, and the executable's device, inode, size and modification time, so a rebuilt
 /// binary never reads a map an older build of the same version made), the fixture's path and
-/// stamp, the budget and the query (its sha256). `map` is the map as JSON text and `sha256` its
+/// stamp, the budget and the query (its sha256). `map` is the map as JSON text, its view without
+/// the query (a case's task is not copied out; the reader puts its own back), and `sha256` its
 /// digest.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredMap {
@@ -370,20 +371,23 @@ impl StoredMap {
 /// key (not only the same file name), its digest, and a view that fits `budget` and whose
 /// token count is its text's. Anything else (no file, another key, a torn or altered file) is
 /// None, and the map is built.
-fn stored_map(store: &Path, key: &str, budget: usize) -> Option<(IndexStats, RepoMapView)> {
+fn stored_map(store: &Path, key: &str, query: &str, budget: usize) -> Option<(IndexStats, RepoMapView)> {
     let bytes = std::fs::read(StoredMap::path(store, key)).ok()?;
     let stored: StoredMap = serde_json::from_slice(&bytes).ok()?;
     if stored.key != key || stored.sha256 != crate::util::sha256_hex(stored.map.as_bytes()) {
         return None;
     }
-    let StoredView { stats, view } = serde_json::from_str(&stored.map).ok()?;
+    let StoredView { stats, mut view } = serde_json::from_str(&stored.map).ok()?;
+    // Stored without its query (the key has the query's digest): the task is not copied out.
+    view.query = query.to_string();
     (view.tokens <= budget && estimate(&view.text) == view.tokens).then_some((stats, view))
 }
 
 /// Stores a map under `key` in `store` (made if missing), atomically: a reader sees the old
 /// file, the new one, or none.
 fn store_map(store: &Path, key: &str, stats: &IndexStats, view: &RepoMapView) -> std::io::Result<()> {
-    let map = serde_json::to_string(&StoredView { stats: stats.clone(), view: view.clone() })?;
+    let view = RepoMapView { query: String::new(), ..view.clone() };
+    let map = serde_json::to_string(&StoredView { stats: stats.clone(), view })?;
     let stored = StoredMap { key: key.to_string(), sha256: crate::util::sha256_hex(map.as_bytes()), map };
     std::fs::create_dir_all(store)?;
     crate::util::write_atomic_unsynced(&StoredMap::path(store, key), &serde_json::to_vec(&stored)?)
@@ -1471,7 +1475,7 @@ if TYPE_CHECKING:
         let key = |fixture: &Path| StoredMap::key(fixture, &tree_stamp(fixture).unwrap(), query.0, query.1).unwrap();
         // A fixture written just now is racy: its map is kept in the process, not stored.
         let (stats, view) = fresh_workspace_map(fixture.path(), ws.path(), query.0, query.1, Some(store.path()));
-        assert!(stored_map(store.path(), &key(fixture.path()), query.1).is_none());
+        assert!(stored_map(store.path(), &key(fixture.path()), query.0, query.1).is_none());
         // Outside the racy window it is stored, and read back as it was built.
         let other = tree(&[("pager.py", PAGER), ("README.md", "Pages of items.\n")]);
         let (stored_stats, stored_view) = fresh_map(other.path(), ws.path(), query, Some(store.path()), 0);
@@ -1480,12 +1484,13 @@ if TYPE_CHECKING:
             (IndexStats { duration_ms: 0, ..stats }, &view)
         );
         let path = StoredMap::path(store.path(), &key(other.path()));
-        let read = stored_map(store.path(), &key(other.path()), query.1).expect("stored");
+        let read = stored_map(store.path(), &key(other.path()), query.0, query.1).expect("stored");
         assert_eq!(read, (stored_stats, stored_view.clone()));
+        assert!(!std::fs::read_to_string(&path).unwrap().contains(query.0), "the task is not stored");
         // Another budget, query or fixture is another key; a smaller budget than the view's
         // tokens is refused.
-        assert!(stored_map(store.path(), &key(fixture.path()), query.1).is_none());
-        assert!(stored_map(store.path(), &key(other.path()), stored_view.tokens - 1).is_none());
+        assert!(stored_map(store.path(), &key(fixture.path()), query.0, query.1).is_none());
+        assert!(stored_map(store.path(), &key(other.path()), query.0, stored_view.tokens - 1).is_none());
         // A fixture file rewritten (same size) changes the stamp, so the key.
         let before = key(other.path());
         std::fs::write(other.path().join("README.md"), "Pages of ITEMS.\n").unwrap();
@@ -1493,11 +1498,11 @@ if TYPE_CHECKING:
         // An altered or torn file is not trusted.
         let original = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, original.replacen("pager.py", "pagex.py", 1)).unwrap();
-        assert!(stored_map(store.path(), &before, query.1).is_none(), "digest checked");
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_none(), "digest checked");
         std::fs::write(&path, &original[..original.len() / 2]).unwrap();
-        assert!(stored_map(store.path(), &before, query.1).is_none(), "torn");
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_none(), "torn");
         std::fs::write(&path, &original).unwrap();
-        assert!(stored_map(store.path(), &before, query.1).is_some());
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_some());
     }
 
     #[test]
