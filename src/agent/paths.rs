@@ -186,11 +186,11 @@ impl Root {
     /// [`read_regular`] beneath this root.
     pub fn read_regular(&self, rel: &str) -> Result<Vec<u8>, PathError> {
         use std::io::Read as _;
-        let file = self.open_file(rel, Access::Read)?;
-        // Sized from the descriptor's own length: `File::read_to_end` would ask the kernel for
-        // the size and the position again before reading.
-        let len = file.metadata().map_or(0, |m| m.len() as usize);
-        let mut bytes = Vec::with_capacity(len + 1);
+        let (file, len) = open_file_sized(self, rel, Access::Read)?;
+        // Sized from the length the checks saw: `File::read_to_end` would ask the kernel for
+        // the size and the position again before reading. (A file that grew since is still
+        // read to its end.)
+        let mut bytes = Vec::with_capacity(len as usize + 1);
         (&file)
             .take(u64::MAX)
             .read_to_end(&mut bytes)
@@ -304,6 +304,11 @@ pub fn open_file(root: &Path, rel: &str, access: Access) -> Result<File, PathErr
 }
 
 fn open_file_in(dir: &Root, rel: &str, access: Access) -> Result<File, PathError> {
+    open_file_sized(dir, rel, access).map(|(file, _)| file)
+}
+
+/// [`open_file_in`], with the file's length when it was checked.
+fn open_file_sized(dir: &Root, rel: &str, access: Access) -> Result<(File, u64), PathError> {
     let rel = check_spelling(rel)?;
     let fd = openat2(&dir.fd, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| map_errno(rel, e))?;
@@ -317,7 +322,7 @@ fn open_file_in(dir: &Root, rel: &str, access: Access) -> Result<File, PathError
     }
     let resolved = resolved_rel(dir, &fd, rel)?;
     check_resolved(rel, &resolved, access)?;
-    reopen(&fd, access, rel)
+    Ok((reopen(&fd, access, rel)?, stat.st_size as u64))
 }
 
 /// Creates the new file `rel` beneath `root`, creating its missing parent folders
