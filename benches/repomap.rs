@@ -3,12 +3,20 @@
 //!
 //! Target (issue 12): build + render of a 10,000-file tree under 1 s (0.44 s on 2026-11-23). Run:
 //! `cargo bench --bench repomap` (env HCBENCH_BENCH_FILES, default 10000).
+//!
+//! Then the map a cell injects at its first step, for every HC-Bench case (issue 19: the
+//! per-cell harness cost): each case's fixture copied afresh, then its index built and its map
+//! rendered against the case's task at the default budget, as a cell's first step does, timed
+//! apart (the first render parses the files it shows). HCBENCH_BENCH_FIXTURE_ROUNDS rounds
+//! (default 5); `HCBENCH_BENCH_FILES=0` runs this part alone.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hcbench::agent::repomap::RepoIndex;
+use hcbench::agent::spec::AgentSpec;
+use hcbench::bench::load_benchmark;
 
 const REPEATS: usize = 5;
 const WORDS: &[&str] = &[
@@ -121,6 +129,13 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     let files: usize = std::env::var("HCBENCH_BENCH_FILES").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    if files > 0 {
+        large_tree(files);
+    }
+    fixtures();
+}
+
+fn large_tree(files: usize) {
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
     generate(dir.path(), files);
@@ -165,4 +180,59 @@ fn main() {
         renders.len()
     );
     println!("build + render: {:.2?} (target: under 1 s)", b + r);
+}
+
+/// Copies the fixture `from` to `to`, files and folders (HC-Bench fixtures have no links).
+fn copy_fixture(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_fixture(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The first step's map of every HC-Bench case, built from a fresh copy of its fixture.
+fn fixtures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rounds: usize = std::env::var("HCBENCH_BENCH_FIXTURE_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let bench = load_benchmark(root, "hc-bench").expect("benchmark loads");
+    let budget = AgentSpec::default().budgets.repo_map;
+    let scratch = tempfile::tempdir().unwrap();
+    // category -> (build, first render, second render) per cell
+    let mut by_category: std::collections::BTreeMap<String, Vec<[Duration; 3]>> = Default::default();
+    for round in 0..rounds {
+        for case in &bench.cases {
+            let ws = scratch.path().join(format!("{round}-{}", case.id));
+            copy_fixture(&case.fixture_dir, &ws);
+            let t = Instant::now();
+            let index = RepoIndex::build(&ws);
+            let built = t.elapsed();
+            let t = Instant::now();
+            let first = index.render(&case.prompt, ".", budget);
+            let rendered = t.elapsed();
+            let t = Instant::now();
+            let again = index.render(&case.prompt, ".", budget);
+            let rendered_again = t.elapsed();
+            assert_eq!(first, again, "{}: the same index and query give the same map", case.id);
+            by_category.entry(case.category.to_string()).or_default().push([built, rendered, rendered_again]);
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mean = |v: &[[Duration; 3]], k: usize| v.iter().map(|t| ms(t[k])).sum::<f64>() / v.len() as f64;
+    println!("HC-Bench first-step maps, {rounds} rounds, mean per cell (ms): build / first render / render again");
+    let all: Vec<[Duration; 3]> = by_category.values().flatten().copied().collect();
+    for (category, v) in by_category.iter().chain([(&"all".to_string(), &all)]) {
+        println!(
+            "  {category:<12} {:>3} cells: {:>6.2} / {:>6.2} / {:>6.2}",
+            v.len(),
+            mean(v, 0),
+            mean(v, 1),
+            mean(v, 2)
+        );
+    }
 }

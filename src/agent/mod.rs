@@ -259,6 +259,19 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     Ok(finish(rec))
 }
 
+/// Where first-step repo maps are kept for later processes: `.repo-maps` in the folder of the
+/// run's workspaces, which every run of the project (or of the machine, by default) shares and
+/// which no cell's sandbox binds. A cell's workspace is `<workspaces>/<run_id>/<cell_id>`
+/// (`engine::plan_variants`); a plan laid out otherwise keeps its maps in the process only.
+fn repo_map_store(plan: &CellPlan) -> Option<PathBuf> {
+    let runs = plan.workspace.parent().filter(|p| p.file_name().is_some_and(|n| *n == *plan.run_id))?;
+    Some(runs.parent()?.join(REPO_MAP_STORE))
+}
+
+/// The folder of stored repo maps, beside the runs' workspace folders (a run id never starts
+/// with a dot).
+pub const REPO_MAP_STORE: &str = ".repo-maps";
+
 /// What a running cell works with.
 struct Cell<'a> {
     plan: &'a CellPlan,
@@ -342,10 +355,18 @@ async fn steps(
     let fresh = matches!(start, Start::Fresh { .. });
     let repo_map = if fresh && spec.repo_map && managed {
         // The first session starts from the fixture as it is: its map may be one built before
-        // for the same fixture (`fresh_workspace_map`); a later session's workspace has changed.
+        // for the same fixture (`fresh_workspace_map`), by this process or an earlier one; a
+        // later session's workspace has changed.
         let (stats, view) = if first_step == 1 {
+            let store = repo_map_store(plan);
             WaitClock::time(Part::RepoMap, || {
-                repomap::fresh_workspace_map(&case.fixture_dir, ws, &case.prompt, spec.budgets.repo_map)
+                repomap::fresh_workspace_map(
+                    &case.fixture_dir,
+                    ws,
+                    &case.prompt,
+                    spec.budgets.repo_map,
+                    store.as_deref(),
+                )
             })
         } else {
             WaitClock::time(Part::RepoMap, || {
@@ -855,9 +876,11 @@ impl Turn<'_, '_> {
 /// Runs an allowed call. The file tools are synchronous and run on the blocking pool: should one
 /// ever block (a file system that hangs), only that thread waits, and the cell's wall-clock
 /// limit and Ctrl-C still end the cell, which awaits the thread, not the call. Commands stay
-/// on the cell's own future, so dropping it kills their process groups.
+/// on the cell's own future, so dropping it kills their process groups. `finish` touches no
+/// file: it runs here, without the hop to another thread (which costs a wake-up and a wait,
+/// milliseconds on a busy machine, for a call that formats a string).
 async fn run_tool(cell: &Cell<'_>, call: &Call) -> ToolOutput {
-    if matches!(call.tool(), Tool::RunTests | Tool::RunCommand) {
+    if matches!(call.tool(), Tool::RunTests | Tool::RunCommand | Tool::Finish) {
         return tools::execute(call, &cell.plan.case, cell.ws, cell.sandbox).await;
     }
     let (call, case, ws, sandbox) = (call.clone(), cell.plan.case.clone(), cell.ws.to_path_buf(), cell.sandbox.clone());

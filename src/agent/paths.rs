@@ -166,9 +166,37 @@ fn check_spelling(rel: &str) -> Result<&str, PathError> {
 
 /// The workspace root, opened: every resolution starts from this descriptor, and `real` is
 /// the root's path as the kernel names it (so the callers' `root` need not be canonical).
-struct Root {
+/// A walk that opens many files beneath one root opens it once ([`Root::open`]).
+pub struct Root {
     fd: OwnedFd,
     real: PathBuf,
+}
+
+impl Root {
+    /// Opens the workspace root `root`, for the files a walk opens beneath it.
+    pub fn open(root: &Path) -> Result<Root, PathError> {
+        open_root(root)
+    }
+
+    /// [`open_file`] beneath this root.
+    pub fn open_file(&self, rel: &str, access: Access) -> Result<File, PathError> {
+        open_file_in(self, rel, access)
+    }
+
+    /// [`read_regular`] beneath this root.
+    pub fn read_regular(&self, rel: &str) -> Result<Vec<u8>, PathError> {
+        use std::io::Read as _;
+        let (file, len) = open_file_sized(self, rel, Access::Read)?;
+        // Sized from the length the checks saw: `File::read_to_end` would ask the kernel for
+        // the size and the position again before reading. (A file that grew since is still
+        // read to its end.)
+        let mut bytes = Vec::with_capacity(len as usize + 1);
+        (&file)
+            .take(u64::MAX)
+            .read_to_end(&mut bytes)
+            .map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
+        Ok(bytes)
+    }
 }
 
 fn open_root(root: &Path) -> Result<Root, PathError> {
@@ -272,7 +300,16 @@ fn reopen(fd: &OwnedFd, access: Access, path: &str) -> Result<File, PathError> {
 /// `access`.
 pub fn open_file(root: &Path, rel: &str, access: Access) -> Result<File, PathError> {
     let rel = check_spelling(rel)?;
-    let dir = open_root(root)?;
+    open_file_in(&open_root(root)?, rel, access)
+}
+
+fn open_file_in(dir: &Root, rel: &str, access: Access) -> Result<File, PathError> {
+    open_file_sized(dir, rel, access).map(|(file, _)| file)
+}
+
+/// [`open_file_in`], with the file's length when it was checked.
+fn open_file_sized(dir: &Root, rel: &str, access: Access) -> Result<(File, u64), PathError> {
+    let rel = check_spelling(rel)?;
     let fd = openat2(&dir.fd, rel, OFlags::PATH, Mode::empty()).map_err(|e| map_errno(rel, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| map_errno(rel, e))?;
     match FileType::from_raw_mode(stat.st_mode) {
@@ -283,9 +320,9 @@ pub fn open_file(root: &Path, rel: &str, access: Access) -> Result<File, PathErr
     if stat.st_nlink > 1 {
         return Err(PathError::HardLinked { path: rel.to_string(), links: stat.st_nlink as u64 });
     }
-    let resolved = resolved_rel(&dir, &fd, rel)?;
+    let resolved = resolved_rel(dir, &fd, rel)?;
     check_resolved(rel, &resolved, access)?;
-    reopen(&fd, access, rel)
+    Ok((reopen(&fd, access, rel)?, stat.st_size as u64))
 }
 
 /// Creates the new file `rel` beneath `root`, creating its missing parent folders
@@ -355,12 +392,7 @@ pub fn open_dir(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
 /// The bytes of the regular file `rel` beneath `root`, under the rules of
 /// [`open_file`]: for the walkers, which skip what this refuses.
 pub fn read_regular(root: &Path, rel: &str) -> Result<Vec<u8>, PathError> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    open_file(root, rel, Access::Read)?
-        .read_to_end(&mut bytes)
-        .map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
-    Ok(bytes)
+    Root::open(root)?.read_regular(rel)
 }
 
 /// Resolves `rel` beneath `root` without opening anything for I/O: the longest

@@ -8,10 +8,11 @@
 //! symbols), and [`RepoIndex::render`] ranks that index against a query, which is cheap enough
 //! to do for every query.
 //!
-//! - **What is indexed**: every text file the `ignore` walker yields (`.gitignore` respected,
-//!   `.git` skipped, hidden files included, symlinks not followed). Secret file names
-//!   ([`is_secret_name`]) are skipped before they are opened, so they cannot appear in a map;
-//!   so are binary files (a NUL byte) and files over [`MAX_FILE_BYTES`]. Each skip is counted.
+//! - **What is indexed**: every text file the `ignore` walker yields (the workspace's own
+//!   `.gitignore` files respected, `.git` skipped, hidden files included, symlinks not
+//!   followed). Secret file names ([`is_secret_name`]) are skipped before they are opened, so
+//!   they cannot appear in a map; so are binary files (a NUL byte) and files over
+//!   [`MAX_FILE_BYTES`]. Each skip is counted.
 //! - **Extractors**: Python files are ranked from a line scan ([`python_scan`]) and shown as
 //!   tree-sitter's Python grammar parses them (classes, functions, methods and module constants,
 //!   with signatures, decorators and `async`), parsed only when a render shows them: parsing
@@ -36,7 +37,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use regex::Regex;
 
-use super::paths::{is_secret_name, normalize, read_regular};
+use super::paths::{Root, is_secret_name, normalize, read_regular};
 use super::tokens::{clip, estimate};
 
 /// Files larger than this are skipped: generated data or vendored bundles, not code to navigate.
@@ -57,6 +58,21 @@ const RANK_ITERATIONS: usize = 30;
 const TEST_FILE_WEIGHT: f64 = 0.4;
 /// Weight of the normalized rank next to the normalized overlap in the final score.
 const RANK_WEIGHT: f64 = 0.25;
+/// Below this many files an index is built and ranked on the calling thread. Handing work to
+/// rayon's pool from a cell's thread means waking a worker and waiting for it on a latch: tens of
+/// microseconds on an idle machine and milliseconds on a busy one, three times per map, for
+/// work that takes microseconds on a fixture of a few files. The results are the same either way
+/// (each file is indexed and scored on its own, and collected in order).
+const PARALLEL_FROM: usize = 512;
+
+/// `f` over `items`, in order: on rayon's pool for [`PARALLEL_FROM`] items or more, else here.
+fn map_items<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &T) -> R + Sync + Send) -> Vec<R> {
+    if items.len() < PARALLEL_FROM {
+        items.iter().enumerate().map(|(i, t)| f(i, t)).collect()
+    } else {
+        items.par_iter().enumerate().map(|(i, t)| f(i, t)).collect()
+    }
+}
 
 /// Which extractor produced a file's symbols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -127,7 +143,7 @@ pub struct RepoIndex {
 }
 
 /// What an index holds, for `repo_map_built`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IndexStats {
     pub files: u32,
     pub symbols: u32,
@@ -140,7 +156,7 @@ pub struct IndexStats {
 }
 
 /// A rendered map, for the model and for `repo_map_used`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RepoMapView {
     pub text: String,
     /// Files shown, most relevant first.
@@ -157,15 +173,37 @@ pub struct RepoMapView {
 ///
 /// Every cell of a case starts from a copy of the same fixture, and the map injected at its
 /// first step is a pure function of those files, the task and the budget; a matrix has the
-/// same case under every profile and epoch, so each map is built once per process and reused:
-/// the fixture's files are checked (path, size, modification time) before a map is reused, and
-/// the reusing cell's `duration_ms` is the time it spent (the check). The map is built from the
-/// workspace, never from the fixture, so it reads exactly what the cell's tools would.
+/// same case under every profile and epoch, and nightly runs have the same cases night after
+/// night. So a map is built once and reused: kept in this process, and, with `store` (a
+/// folder), in a file there that later processes read ([`stored_map`]). Before a map is reused,
+/// the fixture's entries are checked (path, kind, size, modification and change times, inode:
+/// [`tree_stamp`]), and a stored map must also come from this very hcbench binary, be intact
+/// and fit its budget. The reusing cell's `duration_ms` is the time it spent (the checks and
+/// the read), not the build's. The map is built from the workspace, never from the fixture, so it
+/// reads exactly what the cell's tools would.
 pub fn fresh_workspace_map(
     fixture: &Path,
     workspace: &Path,
     query: &str,
     budget_tokens: usize,
+    store: Option<&Path>,
+) -> (IndexStats, RepoMapView) {
+    fresh_map(fixture, workspace, (query, budget_tokens), store, RACY_NS)
+}
+
+/// Changes this close to now (nanoseconds) could hide another change within the file system's
+/// clock tick (git's "racy" index entries; 2 s covers file systems that keep whole or even
+/// seconds): a map of such a fixture is not stored for other processes.
+const RACY_NS: i128 = 2_000_000_000;
+
+/// [`fresh_workspace_map`] with the racy window as a parameter (tests store maps of fixtures
+/// they have just written).
+fn fresh_map(
+    fixture: &Path,
+    workspace: &Path,
+    (query, budget_tokens): (&str, usize),
+    store: Option<&Path>,
+    racy_ns: i128,
 ) -> (IndexStats, RepoMapView) {
     /// (fixture, query, budget) -> (the fixture's stamp, the map).
     type Maps = HashMap<(PathBuf, String, usize), (u64, IndexStats, RepoMapView)>;
@@ -175,47 +213,184 @@ pub fn fresh_workspace_map(
     let started = Instant::now();
     let key = (fixture.to_path_buf(), query.to_string(), budget_tokens);
     let stamp = tree_stamp(fixture);
-    if let Some(stamp) = stamp
+    let reused = |stats: &IndexStats| IndexStats { duration_ms: started.elapsed().as_millis() as u64, ..stats.clone() };
+    if let Some(stamp) = &stamp
         && let Some((kept, stats, view)) = MAPS.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
-        && *kept == stamp
+        && *kept == stamp.digest
     {
-        let stats = IndexStats { duration_ms: started.elapsed().as_millis() as u64, ..stats.clone() };
-        return (stats, view.clone());
+        return (reused(stats), view.clone());
     }
-    let index = RepoIndex::build(workspace);
-    let view = index.render(query, ".", budget_tokens);
-    let stats = index.stats();
-    if let Some(stamp) = stamp {
+    let stored = match (store, &stamp) {
+        (Some(dir), Some(stamp)) => StoredMap::key(fixture, stamp, query, budget_tokens).map(|k| (dir, k)),
+        _ => None,
+    };
+    let found = stored.as_ref().and_then(|(dir, k)| stored_map(dir, k, query, budget_tokens));
+    let (stats, view, from_store) = match found {
+        Some((stats, view)) => (reused(&stats), view, true),
+        None => {
+            let index = RepoIndex::build(workspace);
+            let view = index.render(query, ".", budget_tokens);
+            (index.stats(), view, false)
+        }
+    };
+    if let Some(stamp) = &stamp {
+        if !from_store
+            && let Some((dir, k)) = &stored
+            && !stamp.racy(racy_ns)
+        {
+            // A map that cannot be stored is built again next time: never an error of the cell.
+            if let Err(e) = store_map(dir, k, &stats, &view) {
+                tracing::debug!("cannot store the repo map of {} in {}: {e}", fixture.display(), dir.display());
+            }
+        }
         let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
         if maps.len() >= KEPT {
             maps.clear();
         }
-        maps.insert(key, (stamp, stats.clone(), view.clone()));
+        maps.insert(key, (stamp.digest, stats.clone(), view.clone()));
     }
     (stats, view)
 }
 
-/// FNV-1a over every entry below `dir` (sorted by name): its path, kind, size and modification
-/// time. None when a folder cannot be listed: the map is then built, never reused.
-fn tree_stamp(dir: &Path) -> Option<u64> {
-    fn walk(dir: &Path, listing: &mut String) -> Option<()> {
+/// What [`tree_stamp`] found.
+struct TreeStamp {
+    /// FNV-1a over every entry's path, kind, size, times and inode.
+    digest: u64,
+    /// The latest modification or change time of any entry, in nanoseconds since the epoch.
+    newest_ns: i128,
+}
+
+impl TreeStamp {
+    /// Whether an entry changed within `window` nanoseconds of now, so that a change within the
+    /// file system's clock tick could still go unseen by a later stamp: such a map is not stored
+    /// for other processes (this one still keeps it, as it always did).
+    fn racy(&self, window: i128) -> bool {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        now - self.newest_ns < window
+    }
+}
+
+/// FNV-1a over every entry below `dir` (sorted by name): its path, kind, size, modification and
+/// change times, device and inode. A file rewritten in place changes its change time (which no
+/// program can set back), a file replaced or a fixture copied elsewhere its inode. None when a
+/// folder cannot be listed: the map is then built, never reused.
+fn tree_stamp(dir: &Path) -> Option<TreeStamp> {
+    use std::os::unix::fs::MetadataExt as _;
+    fn walk(dir: &Path, listing: &mut String, newest: &mut i128) -> Option<()> {
         let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.collect::<Result<_, _>>().ok()?;
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
-            let meta = entry.path().symlink_metadata().ok()?;
-            let mtime = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let name = entry.file_name();
-            let _ = writeln!(listing, "{}\0{:?}\0{}\0{mtime}", name.to_string_lossy(), meta.file_type(), meta.len());
+            // The entry's own metadata (a symlink's, not its target's), looked up from the open folder.
+            let meta = entry.metadata().ok()?;
+            let (mtime, ctime) = (
+                i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+                i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            );
+            *newest = (*newest).max(mtime).max(ctime);
+            let _ = writeln!(
+                listing,
+                "{}\0{:o}\0{}\0{mtime}\0{ctime}\0{}:{}",
+                entry.file_name().to_string_lossy(),
+                meta.mode(),
+                meta.len(),
+                meta.dev(),
+                meta.ino()
+            );
             if meta.is_dir() {
-                walk(&entry.path(), listing)?;
+                walk(&entry.path(), listing, newest)?;
                 listing.push_str("..\n");
             }
         }
         Some(())
     }
     let mut listing = String::new();
-    walk(dir, &mut listing)?;
-    Some(raw_hash_bytes(listing.as_bytes()))
+    let mut newest_ns = 0;
+    walk(dir, &mut listing, &mut newest_ns)?;
+    Some(TreeStamp { digest: raw_hash_bytes(listing.as_bytes()), newest_ns })
+}
+
+/// A map stored for later processes: `<store>/<sha256 of key>.json`.
+///
+/// `key` names everything the map is a function of: the format of this file, the hcbench binary
+/// (its version, and the executable's device, inode, size and modification time, so a rebuilt
+/// binary never reads a map an older build of the same version made), the fixture's path and
+/// stamp, the budget and the query (its sha256). `map` is the map as JSON text, its view without
+/// the query (a case's task is not copied out; the reader puts its own back), and `sha256` its
+/// digest.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredMap {
+    key: String,
+    sha256: String,
+    map: String,
+}
+
+/// What a stored map holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredView {
+    stats: IndexStats,
+    view: RepoMapView,
+}
+
+impl StoredMap {
+    /// Version of this file's layout: raised whenever it, or what a map holds, changes.
+    const FORMAT: u32 = 1;
+
+    /// The key of a map, or None when this binary cannot be identified (then nothing is stored).
+    fn key(fixture: &Path, stamp: &TreeStamp, query: &str, budget: usize) -> Option<String> {
+        static BINARY: LazyLock<Option<String>> = LazyLock::new(|| {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = std::env::current_exe().and_then(std::fs::metadata).ok()?;
+            Some(format!(
+                "{} {}:{} {} {}.{}",
+                env!("CARGO_PKG_VERSION"),
+                meta.dev(),
+                meta.ino(),
+                meta.len(),
+                meta.mtime(),
+                meta.mtime_nsec()
+            ))
+        });
+        let binary = BINARY.as_deref()?;
+        // The query by its digest: a case's task (a test-split one too) is not copied out.
+        Some(format!(
+            "hcbench repo map {}\nbinary {binary}\nfixture {}\nstamp {:016x}\nbudget {budget}\nquery {}",
+            Self::FORMAT,
+            fixture.display(),
+            stamp.digest,
+            crate::util::sha256_hex(query.as_bytes())
+        ))
+    }
+
+    fn path(store: &Path, key: &str) -> PathBuf {
+        store.join(format!("{}.json", crate::util::sha256_hex(key.as_bytes())))
+    }
+}
+
+/// The map stored under `key` in `store`, if there is one and it passes every check: the same
+/// key (not only the same file name), its digest, and a view that fits `budget` and whose
+/// token count is its text's. Anything else (no file, another key, a torn or altered file) is
+/// None, and the map is built.
+fn stored_map(store: &Path, key: &str, query: &str, budget: usize) -> Option<(IndexStats, RepoMapView)> {
+    let bytes = std::fs::read(StoredMap::path(store, key)).ok()?;
+    let stored: StoredMap = serde_json::from_slice(&bytes).ok()?;
+    if stored.key != key || stored.sha256 != crate::util::sha256_hex(stored.map.as_bytes()) {
+        return None;
+    }
+    let StoredView { stats, mut view } = serde_json::from_str(&stored.map).ok()?;
+    // Stored without its query (the key has the query's digest): the task is not copied out.
+    view.query = query.to_string();
+    (view.tokens <= budget && estimate(&view.text) == view.tokens).then_some((stats, view))
+}
+
+/// Stores a map under `key` in `store` (made if missing), atomically: a reader sees the old
+/// file, the new one, or none.
+fn store_map(store: &Path, key: &str, stats: &IndexStats, view: &RepoMapView) -> std::io::Result<()> {
+    let view = RepoMapView { query: String::new(), ..view.clone() };
+    let map = serde_json::to_string(&StoredView { stats: stats.clone(), view })?;
+    let stored = StoredMap { key: key.to_string(), sha256: crate::util::sha256_hex(map.as_bytes()), map };
+    std::fs::create_dir_all(store)?;
+    crate::util::write_atomic_unsynced(&StoredMap::path(store, key), &serde_json::to_vec(&stored)?)
 }
 
 impl RepoIndex {
@@ -224,9 +399,14 @@ impl RepoIndex {
         let started = Instant::now();
         let mut skipped = 0u32;
         let mut candidates: Vec<(String, std::path::PathBuf)> = Vec::new();
+        // The workspace's own ignore files only: not the user's global git excludes nor a
+        // `.gitignore` in a folder above the workspace, which made a map depend on the machine
+        // and cost reading git's config files and probing every parent folder on each build.
         let walk = ignore::WalkBuilder::new(root)
             .hidden(false)
             .git_ignore(true)
+            .git_global(false)
+            .parents(false)
             .require_git(false)
             .filter_entry(|e| e.file_name() != ".git")
             .build();
@@ -251,18 +431,16 @@ impl RepoIndex {
         }
         candidates.sort();
 
-        let parsed: Vec<Option<FileEntry>> = candidates
-            .par_iter()
-            .map(|(rel, _)| {
-                // Read beneath the root like read_file: a hard link to a file outside, or an
-                // entry swapped for a fifo since the walk, is skipped, never read.
-                let bytes = read_regular(root, rel).ok()?;
-                if bytes.contains(&0) {
-                    return None;
-                }
-                Some(index_file(rel, &bytes))
-            })
-            .collect();
+        // Read beneath the root like read_file: a hard link to a file outside, or an entry
+        // swapped for a fifo since the walk, is skipped, never read. The root is opened once.
+        let opened = Root::open(root);
+        let parsed: Vec<Option<FileEntry>> = map_items(&candidates, |_, (rel, _)| {
+            let bytes = opened.as_ref().ok()?.read_regular(rel).ok()?;
+            if bytes.contains(&0) {
+                return None;
+            }
+            Some(index_file(rel, &bytes))
+        });
         let mut files = Vec::with_capacity(parsed.len());
         for entry in parsed {
             match entry {
@@ -286,9 +464,8 @@ impl RepoIndex {
             if raw_hash_bytes(&bytes) != file.digest {
                 return None;
             }
-            let mut parser = python_parser()?;
             let mut symbols = Vec::new();
-            python_symbols(&mut parser, &String::from_utf8_lossy(&bytes), &mut symbols);
+            with_python_parser(|parser| python_symbols(parser, &String::from_utf8_lossy(&bytes), &mut symbols))?;
             add_words(&mut symbols);
             Some(symbols)
         });
@@ -380,44 +557,40 @@ impl RepoIndex {
         let n = self.files.len();
         let lower = raw_query.to_lowercase();
         let full: f64 = query.words.iter().map(|w| w.idf * 5.5).sum::<f64>().max(1.0);
-        let overlap: Vec<f64> = self
-            .files
-            .par_iter()
-            .map(|f| {
-                let mut score = 0.0;
-                let mut matched = 0usize;
-                for w in &query.words {
-                    let mut m = 0.0;
-                    if f.path_words.binary_search(&w.hash).is_ok() {
-                        m += 3.0;
-                    }
-                    if f.symbol_words.binary_search(&w.hash).is_ok() {
-                        m += 2.0;
-                    }
-                    if f.words.binary_search(&w.hash).is_ok() {
-                        m += 0.5;
-                    }
-                    if m > 0.0 {
-                        score += w.idf * m;
-                        matched += 1;
-                    }
+        let overlap: Vec<f64> = map_items(&self.files, |_, f| {
+            let mut score = 0.0;
+            let mut matched = 0usize;
+            for w in &query.words {
+                let mut m = 0.0;
+                if f.path_words.binary_search(&w.hash).is_ok() {
+                    m += 3.0;
                 }
-                if !query.words.is_empty() {
-                    score *= matched as f64 / query.words.len() as f64;
+                if f.symbol_words.binary_search(&w.hash).is_ok() {
+                    m += 2.0;
                 }
-                if is_test_path(&f.path) {
-                    score *= TEST_FILE_WEIGHT;
+                if f.words.binary_search(&w.hash).is_ok() {
+                    m += 0.5;
                 }
-                // A query that names the file (`errcat/catalog.py`, `catalog.py`) means it.
-                let name = f.path.rsplit('/').next().unwrap_or(&f.path);
-                if f.path.contains('/') && lower.contains(&f.path.to_lowercase()) {
-                    score += full;
-                } else if name.contains('.') && mentions(&lower, &name.to_lowercase()) {
-                    score += full / 2.0;
+                if m > 0.0 {
+                    score += w.idf * m;
+                    matched += 1;
                 }
-                score
-            })
-            .collect();
+            }
+            if !query.words.is_empty() {
+                score *= matched as f64 / query.words.len() as f64;
+            }
+            if is_test_path(&f.path) {
+                score *= TEST_FILE_WEIGHT;
+            }
+            // A query that names the file (`errcat/catalog.py`, `catalog.py`) means it.
+            let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+            if f.path.contains('/') && lower.contains(&f.path.to_lowercase()) {
+                score += full;
+            } else if name.contains('.') && mentions(&lower, &name.to_lowercase()) {
+                score += full / 2.0;
+            }
+            score
+        });
         let total: f64 = overlap.iter().sum();
         let personal: Vec<f64> =
             if total > 0.0 { overlap.iter().map(|s| s / total).collect() } else { vec![1.0 / n as f64; n] };
@@ -612,28 +785,24 @@ fn reference_graph(files: &mut [FileEntry]) -> Vec<Vec<(u32, f64)>> {
             definers.entry(h).or_default().push(i as u32);
         }
     }
-    let edges = files
-        .par_iter()
-        .enumerate()
-        .map(|(a, f)| {
-            let mut acc: HashMap<u32, f64> = HashMap::new();
-            for h in &f.idents {
-                if let Some(defs) = definers.get(h)
-                    && defs.len() <= MAX_DEFINERS
-                {
-                    let w = 1.0 / defs.len() as f64;
-                    for &b in defs {
-                        if b as usize != a {
-                            *acc.entry(b).or_insert(0.0) += w;
-                        }
+    let edges = map_items(files, |a, f| {
+        let mut acc: HashMap<u32, f64> = HashMap::new();
+        for h in &f.idents {
+            if let Some(defs) = definers.get(h)
+                && defs.len() <= MAX_DEFINERS
+            {
+                let w = 1.0 / defs.len() as f64;
+                for &b in defs {
+                    if b as usize != a {
+                        *acc.entry(b).or_insert(0.0) += w;
                     }
                 }
             }
-            let mut list: Vec<(u32, f64)> = acc.into_iter().collect();
-            list.sort_by_key(|&(b, _)| b);
-            list
-        })
-        .collect();
+        }
+        let mut list: Vec<(u32, f64)> = acc.into_iter().collect();
+        list.sort_by_key(|&(b, _)| b);
+        list
+    });
     for f in files.iter_mut() {
         f.idents = Vec::new();
     }
@@ -644,6 +813,22 @@ fn python_parser() -> Option<tree_sitter::Parser> {
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&tree_sitter_python::LANGUAGE.into()).ok()?;
     Some(parser)
+}
+
+/// Runs `f` with this thread's Python parser, made on first use: a render parses tens of files,
+/// and a parser (its allocations, the language's tables looked up) need not be made for each.
+/// None when the grammar cannot be loaded.
+fn with_python_parser<R>(f: impl FnOnce(&mut tree_sitter::Parser) -> R) -> Option<R> {
+    thread_local! {
+        static PARSER: std::cell::RefCell<Option<tree_sitter::Parser>> = const { std::cell::RefCell::new(None) };
+    }
+    PARSER.with(|cell| {
+        let mut parser = cell.try_borrow_mut().ok()?;
+        if parser.is_none() {
+            *parser = python_parser();
+        }
+        parser.as_mut().map(f)
+    })
 }
 
 /// Indexes one file.
@@ -1257,25 +1442,67 @@ if TYPE_CHECKING:
         };
         let (a, b) = (copy("ws-a"), copy("ws-b"));
         let built = RepoIndex::build(&a);
-        let (stats, view) = fresh_workspace_map(fixture.path(), &a, "the page size", 400);
+        let (stats, view) = fresh_workspace_map(fixture.path(), &a, "the page size", 400, None);
         assert_eq!(view, built.render("the page size", ".", 400));
         assert_eq!(IndexStats { duration_ms: 0, ..stats.clone() }, IndexStats { duration_ms: 0, ..built.stats() });
         // Another cell of the same case: the same map, whatever its workspace's folder.
-        let (again_stats, again) = fresh_workspace_map(fixture.path(), &b, "the page size", 400);
+        let (again_stats, again) = fresh_workspace_map(fixture.path(), &b, "the page size", 400, None);
         assert_eq!(
             (IndexStats { duration_ms: 0, ..again_stats }, &again),
             (IndexStats { duration_ms: 0, ..stats }, &view)
         );
         // Another query or budget is another map.
-        assert_ne!(fresh_workspace_map(fixture.path(), &b, "README", 400).1.files, view.files);
+        assert_ne!(fresh_workspace_map(fixture.path(), &b, "README", 400, None).1.files, view.files);
         // The fixture changed (a file added): built again, from the workspace.
         std::fs::write(fixture.path().join("cursor.py"), "class Cursor:\n    pass\n").unwrap();
         std::fs::copy(fixture.path().join("cursor.py"), b.join("cursor.py")).unwrap();
-        let (changed, _) = fresh_workspace_map(fixture.path(), &b, "the page size", 400);
+        let (changed, _) = fresh_workspace_map(fixture.path(), &b, "the page size", 400, None);
         assert_eq!(changed.files, 3);
         for ws in [a, b] {
             std::fs::remove_dir_all(ws).unwrap();
         }
+    }
+
+    #[test]
+    fn a_stored_map_is_read_back_only_when_every_check_passes() {
+        let fixture = tree(&[("pager.py", PAGER), ("README.md", "Pages of items.\n")]);
+        let store = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        for f in ["pager.py", "README.md"] {
+            std::fs::copy(fixture.path().join(f), ws.path().join(f)).unwrap();
+        }
+        let query = ("the stored page size", 400);
+        let key = |fixture: &Path| StoredMap::key(fixture, &tree_stamp(fixture).unwrap(), query.0, query.1).unwrap();
+        // A fixture written just now is racy: its map is kept in the process, not stored.
+        let (stats, view) = fresh_workspace_map(fixture.path(), ws.path(), query.0, query.1, Some(store.path()));
+        assert!(stored_map(store.path(), &key(fixture.path()), query.0, query.1).is_none());
+        // Outside the racy window it is stored, and read back as it was built.
+        let other = tree(&[("pager.py", PAGER), ("README.md", "Pages of items.\n")]);
+        let (stored_stats, stored_view) = fresh_map(other.path(), ws.path(), query, Some(store.path()), 0);
+        assert_eq!(
+            (IndexStats { duration_ms: 0, ..stored_stats.clone() }, &stored_view),
+            (IndexStats { duration_ms: 0, ..stats }, &view)
+        );
+        let path = StoredMap::path(store.path(), &key(other.path()));
+        let read = stored_map(store.path(), &key(other.path()), query.0, query.1).expect("stored");
+        assert_eq!(read, (stored_stats, stored_view.clone()));
+        assert!(!std::fs::read_to_string(&path).unwrap().contains(query.0), "the task is not stored");
+        // Another budget, query or fixture is another key; a smaller budget than the view's
+        // tokens is refused.
+        assert!(stored_map(store.path(), &key(fixture.path()), query.0, query.1).is_none());
+        assert!(stored_map(store.path(), &key(other.path()), query.0, stored_view.tokens - 1).is_none());
+        // A fixture file rewritten (same size) changes the stamp, so the key.
+        let before = key(other.path());
+        std::fs::write(other.path().join("README.md"), "Pages of ITEMS.\n").unwrap();
+        assert_ne!(key(other.path()), before);
+        // An altered or torn file is not trusted.
+        let original = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, original.replacen("pager.py", "pagex.py", 1)).unwrap();
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_none(), "digest checked");
+        std::fs::write(&path, &original[..original.len() / 2]).unwrap();
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_none(), "torn");
+        std::fs::write(&path, &original).unwrap();
+        assert!(stored_map(store.path(), &before, query.0, query.1).is_some());
     }
 
     #[test]

@@ -82,10 +82,14 @@ pub async fn execute(call: &Call, case: &Case, root: &Path, sandbox: &Sandbox) -
 
 fn walker(dir: &Path, max_depth: Option<usize>) -> ignore::Walk {
     // `follow_links(false)` is the default, said here because it is load-bearing: a symlink
-    // below `dir` is listed as a name, never entered, so no walk leaves the workspace.
+    // below `dir` is listed as a name, never entered, so no walk leaves the workspace. The user's
+    // global git excludes do not count: they would make what the agent sees depend on the
+    // machine (and cost reading git's config files on every call). Parent folders' ignore files
+    // do, so that listing a subfolder honours the workspace's top `.gitignore`.
     ignore::WalkBuilder::new(dir)
         .hidden(false)
         .git_ignore(true)
+        .git_global(false)
         .require_git(false)
         .follow_links(false)
         .max_depth(max_depth)
@@ -184,6 +188,8 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
     let mut refused = Vec::new();
     let mut hits = 0usize;
     let mut searcher = Searcher::new();
+    // Opened once for the walk: each file is then opened beneath it, checked like read_file.
+    let opened_root = paths::Root::open(root);
     'walk: for entry in walker(&dir, None).flatten() {
         // The walker's type is the entry's own (lstat): symlinks, fifos, sockets and devices
         // are skipped here, before anything is opened.
@@ -202,13 +208,20 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
         }
         // Opened beneath the root and checked like read_file: a hard link to a file outside,
         // or a file swapped for a fifo since the walk saw it, is refused, not searched.
-        let opened = match paths::open_file(root, &relpath, Access::Read) {
-            Ok(f) => f,
-            Err(PathError::Secret { .. }) => continue,
+        let opened = match opened_root.as_ref().map(|r| r.open_file(&relpath, Access::Read)) {
+            Ok(Ok(f)) => f,
+            // The root itself could not be opened: every file says so, as before.
             Err(e) => {
                 refused.push(e.to_string());
                 continue;
             }
+            Ok(Err(e)) => match e {
+                PathError::Secret { .. } => continue,
+                e => {
+                    refused.push(e.to_string());
+                    continue;
+                }
+            },
         };
         let mut stop = false;
         let _ = searcher.search_file(

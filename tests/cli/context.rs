@@ -260,3 +260,48 @@ fn a_model_that_reacts_to_its_context_shows_what_the_repo_map_and_memory_buy() {
     let first_update = &of_kind(&trace, "memory_updated")[0]["data"];
     assert_eq!(first_update["changes"][0]["block"], "explored_files", "{first_update}");
 }
+
+#[test]
+fn a_later_run_reuses_the_stored_first_step_map_and_records_the_same_map() {
+    let s = Scratch::new();
+    s.case("good", GOOD_CASE, crate::run::GOOD_ORACLE);
+    let workspaces = s.path().join("workspaces");
+    // A fixture changed within the last two seconds is not stored (a change within the file
+    // system's clock tick could go unseen): let it age first.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let run = |name: &str| {
+        let run_dir = s.path().join(name);
+        Test::new()
+            .root(s.path())
+            .env("HCBENCH_WORKSPACES", workspaces.to_str().unwrap())
+            .args(&["run", "--benchmark", "demo", "--sandbox", "none", "--out"])
+            .arg_path(&run_dir)
+            .run()
+            .code(0);
+        let trace = events(&run_dir.join("cells/good__oracle/trace.jsonl"));
+        let mut maps: Vec<Value> = ["repo_map_built", "repo_map_used"]
+            .iter()
+            .flat_map(|k| of_kind(&trace, k))
+            .map(|e| e["data"].clone())
+            .collect();
+        maps[0].as_object_mut().unwrap().remove("duration_ms").expect("repo_map_built has its duration");
+        maps
+    };
+    let stored = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        let dir = workspaces.join(".repo-maps");
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().path()).map(|p| (p.clone(), p.metadata().unwrap().modified().unwrap())).collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = run("a");
+    let after_first = stored();
+    assert_eq!(after_first.len(), 1, "one map stored: {after_first:?}");
+    let second = run("b");
+    // The second process found the map (a miss would have built and stored it again) and
+    // recorded the same map: the same files, symbols, query and tokens.
+    assert_eq!(stored(), after_first);
+    assert_eq!(second, first);
+    assert_eq!(first[0]["files"], 2, "calc.py and its test: {first:?}");
+}
