@@ -1269,6 +1269,13 @@ mod tests {
             drop(w);
             std::fs::read(&path).unwrap()
         };
+        // An error's text up to zstd's own words, which depend on where the flipped byte lands
+        // and on the output buffer each path decodes into ("Data corruption detected",
+        // "Destination buffer is too small"): both paths must say which frame is corrupt.
+        let reason = |e: &dyn std::fmt::Display| {
+            let text = e.to_string();
+            text.find(" is corrupt").map_or(text.clone(), |at| text[..at + " is corrupt".len()].to_string())
+        };
         let mut pack = PackWriter::open(run).unwrap();
         for n in 1..=11 {
             let cell = format!("cell-{n}");
@@ -1290,7 +1297,7 @@ mod tests {
             .into_iter()
             .map(|p| {
                 let r =
-                    replay_trace_of(&p, Some("r")).map(|s| serde_json::to_value(s).unwrap()).map_err(|e| e.to_string());
+                    replay_trace_of(&p, Some("r")).map(|s| serde_json::to_value(s).unwrap()).map_err(|e| reason(&e));
                 (p, r)
             })
             .collect();
@@ -1303,7 +1310,7 @@ mod tests {
                 replay_run_in_spans(run, &|_| Some("r".to_string()), span)
                     .unwrap()
                     .into_iter()
-                    .map(|(p, r)| (p, r.map(|s| serde_json::to_value(s).unwrap()).map_err(|e| e.to_string())))
+                    .map(|(p, r)| (p, r.map(|s| serde_json::to_value(s).unwrap()).map_err(|e| reason(&e))))
                     .collect();
             assert_eq!(whole, by_name, "spans of {span} bytes");
         }
