@@ -15,7 +15,8 @@
 //! calls could change a file (reads, listings, searches, the map, a delegation, `finish`; no
 //! hooks in the spec) they are the last scan's, not walked again. Otherwise they are kept cheap
 //! by a stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
-//! it changed so recently (50 ms) that the file system's coarse clock could hide a second write. Every content
+//! it changed so recently (50 ms) that the file system's coarse clock could hide a second write, and a
+//! folder is listed again only when its own stat moved (or within that window). Every content
 //! hashed after the cell started is also kept in a content-addressed store
 //! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
 //! fixture, the stored contents over it, the paths the checkpoint does not have removed. A
@@ -37,11 +38,13 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use super::compaction::Compactor;
@@ -176,13 +179,13 @@ struct Stat {
 }
 
 impl Stat {
-    fn of(meta: &std::fs::Metadata) -> Stat {
+    fn of(st: &rustix::fs::Stat) -> Stat {
         Stat {
-            size: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-            ino: meta.ino(),
-            mode: meta.permissions().mode() & 0o7777,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+            ino: st.st_ino,
+            mode: st.st_mode & 0o7777,
         }
     }
 }
@@ -197,6 +200,8 @@ const RACY_NS: i128 = 50_000_000;
 pub struct Digests {
     root: PathBuf,
     cache: HashMap<String, (Stat, bool, String)>,
+    /// Per folder (by workspace path), its names as last read.
+    listings: HashMap<String, Listing>,
     blobs: PathBuf,
     stored: HashSet<String>,
     /// When false (the first scan of a fresh workspace, a verification), contents are not kept.
@@ -217,6 +222,7 @@ impl Digests {
         Digests {
             root: ws.to_path_buf(),
             cache: HashMap::new(),
+            listings: HashMap::new(),
             blobs,
             stored,
             keep: false,
@@ -228,12 +234,18 @@ impl Digests {
     /// Stores `bytes` under their sha256 (once) and returns it.
     fn store(&mut self, bytes: &[u8]) -> io::Result<String> {
         let sha = sha256_hex(bytes);
-        if !self.stored.contains(&sha) {
-            std::fs::create_dir_all(&self.blobs)?;
-            crate::util::write_atomic_unsynced(&self.blobs.join(&sha), bytes)?;
-            self.stored.insert(sha.clone());
-        }
+        self.keep_blob(&sha, bytes)?;
         Ok(sha)
+    }
+
+    /// Writes the blob `sha` unless it is stored already. Renamed into place from a temporary
+    /// name, so a blob file is always whole: a killed process leaves at most a stray temporary.
+    fn keep_blob(&mut self, sha: &str, bytes: &[u8]) -> io::Result<()> {
+        if !self.stored.contains(sha) {
+            write_whole(&self.blobs, sha, bytes)?;
+            self.stored.insert(sha.to_string());
+        }
+        Ok(())
     }
 
     /// Every path of the workspace now. Files whose stat changed since the last scan are
@@ -241,9 +253,11 @@ impl Digests {
     pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
         let mut out = BTreeMap::new();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
-        let root = self.root.clone();
-        self.walk(&root, "", now, &mut out)?;
+        let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        // The workspace's own folder is always listed (it is where the agent writes most).
+        self.walk(root.as_fd(), "", "", None, now, &mut out)?;
         self.cache.retain(|path, _| out.contains_key(path));
+        self.listings.retain(|path, _| matches!(out.get(path), Some(Entry::Dir)));
         // From here on, every new content is one a restore may need.
         self.keep = true;
         Ok(out)
@@ -265,47 +279,133 @@ impl Digests {
         self.last = None;
     }
 
-    fn walk(&mut self, dir: &Path, prefix: &str, now: i128, out: &mut BTreeMap<String, Entry>) -> io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
-            let path = entry.path();
-            // Relative to the open folder (fstatat), not a walk of the whole path per file: on a
-            // deep workspace path that walk was most of a checkpoint's cost. Symlinks are not
-            // followed, as with symlink_metadata.
-            let meta = entry.metadata()?;
-            let ty = meta.file_type();
-            if ty.is_symlink() {
-                let target = std::fs::read_link(&path)?.to_string_lossy().into_owned();
-                out.insert(rel, Entry::Symlink { target });
-            } else if ty.is_dir() {
-                out.insert(rel.clone(), Entry::Dir);
-                self.walk(&path, &rel, now, out)?;
-            } else if ty.is_file() {
-                let stat = Stat::of(&meta);
-                let sha = match self.cache.get(&rel) {
-                    Some((cached, true, sha)) if *cached == stat => sha.clone(),
-                    _ => {
-                        let bytes = std::fs::read(&path)?;
-                        let sha = sha256_hex(&bytes);
-                        if !self.keep {
-                            self.baseline.insert(rel.clone(), sha.clone());
-                        } else if !self.stored.contains(&sha) && self.baseline.get(&rel) != Some(&sha) {
-                            std::fs::create_dir_all(&self.blobs)?;
-                            crate::util::write_atomic_unsynced(&self.blobs.join(&sha), &bytes)?;
-                            self.stored.insert(sha.clone());
-                        }
-                        let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
-                        self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
-                        sha
+    /// One folder of the walk: `sub`, relative to the open folder `base` ("" for `base`
+    /// itself), whose workspace path is `prefix`, stated (before it is listed) as `stat`.
+    ///
+    /// Every name is opened or stated relative to an open folder (`openat`, `fstatat`), never
+    /// by its whole path: resolving `$TMPDIR/hcbench-workspaces/<run>/<cell>/.git/objects/ab/..`
+    /// from the root again for every folder and file was most of a walk's time. A folder whose
+    /// stat is the one its listing was read under, and settled (the racy window, as for a
+    /// file's digest), has the same names: adding, removing or renaming an entry moves its mtime
+    /// and ctime, and replacing the folder changes its inode. Its listing is reused and it is
+    /// not opened; its entries are stated by their path from `base` instead. In a git repository
+    /// (`.git/objects/` has a folder per object prefix, and a commit touches few of them) that
+    /// saves the open, the reads of the listing and the close of most folders at every step.
+    /// A folder is opened with `O_NOFOLLOW` and every entry stated without following links, so a
+    /// symlink put in a folder's place is recorded as the symlink it is, never followed.
+    fn walk(
+        &mut self,
+        base: BorrowedFd<'_>,
+        sub: &str,
+        prefix: &str,
+        stat: Option<Stat>,
+        now: i128,
+        out: &mut BTreeMap<String, Entry>,
+    ) -> io::Result<()> {
+        let reused = match (stat, self.listings.get(prefix)) {
+            (Some(st), Some(l)) if l.settled && l.stat == st => Some(l.names.clone()),
+            _ => None,
+        };
+        let mut opened: Option<OwnedFd> = None;
+        let (dir, from, names) = match reused {
+            Some(names) => (base, sub, names),
+            None => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let fd = rustix::fs::openat(base, if sub.is_empty() { "." } else { sub }, flags, Mode::empty())?;
+                let mut listing = rustix::fs::Dir::read_from(&fd)?;
+                let mut names = Vec::new();
+                while let Some(entry) = listing.read() {
+                    let name = entry?.file_name().to_string_lossy().into_owned();
+                    if name != "." && name != ".." {
+                        names.push(name);
                     }
-                };
-                out.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
+                }
+                let names: std::sync::Arc<[String]> = names.into();
+                if let Some(st) = stat {
+                    let settled = now - st.mtime_ns.max(st.ctime_ns) > RACY_NS;
+                    self.listings.insert(prefix.to_string(), Listing { stat: st, settled, names: names.clone() });
+                }
+                opened = Some(fd);
+                (opened.as_ref().expect("set above").as_fd(), "", names)
+            }
+        };
+        for name in names.iter() {
+            let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+            let at = if from.is_empty() { Cow::Borrowed(name.as_str()) } else { Cow::Owned(format!("{from}/{name}")) };
+            let st = match rustix::fs::statat(dir, at.as_ref(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                // Gone since the listing was read (a listing read in this scan: a reused one's
+                // folder has not changed): what is not there is not recorded.
+                Err(e) if e == rustix::io::Errno::NOENT && opened.is_some() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let stat = Stat::of(&st);
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Symlink => {
+                    let target = rustix::fs::readlinkat(dir, at.as_ref(), Vec::new())?;
+                    out.insert(rel, Entry::Symlink { target: target.to_string_lossy().into_owned() });
+                }
+                FileType::Directory => {
+                    out.insert(rel.clone(), Entry::Dir);
+                    self.walk(dir, &at, &rel, Some(stat), now, out)?;
+                }
+                FileType::RegularFile => {
+                    let sha = match self.cache.get(&rel) {
+                        Some((cached, true, sha)) if *cached == stat => sha.clone(),
+                        _ => {
+                            let bytes = read_at(dir, at.as_ref(), stat.size)?;
+                            let sha = sha256_hex(&bytes);
+                            if !self.keep {
+                                self.baseline.insert(rel.clone(), sha.clone());
+                            } else if self.baseline.get(&rel) != Some(&sha) {
+                                self.keep_blob(&sha, &bytes)?;
+                            }
+                            let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
+                            self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
+                            sha
+                        }
+                    };
+                    out.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
+                }
+                // Sockets, fifos and devices are not the agent's work; a rebuild has none.
+                _ => {}
             }
         }
         Ok(())
     }
+}
+
+/// A folder's names, as read under its stat (see [`Digests::walk`]).
+struct Listing {
+    stat: Stat,
+    settled: bool,
+    names: std::sync::Arc<[String]>,
+}
+
+/// The whole of the file `name` in the open folder `dir` (`size` is its stat's, a hint).
+fn read_at(dir: BorrowedFd<'_>, name: &str, size: u64) -> io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+    std::fs::File::from(fd).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Writes `dir/name` whole: into `dir/.name.tmp`, then renamed into place, so every reader and
+/// a later process find the old file or the new one, never part of one. Not synced (see the
+/// module's doc). `dir` is made on the first write that finds it missing, so a cell's many
+/// writes cost no `mkdir` each. One writer per cell directory (the cell's own task) is what
+/// makes the fixed temporary name safe.
+fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let write = |tmp: &Path| std::fs::File::create(tmp).and_then(|mut f| f.write_all(bytes));
+    match write(&tmp) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            write(&tmp)?;
+        }
+        other => other?,
+    }
+    std::fs::rename(&tmp, dir.join(name))
 }
 
 /// A checkpoint written, not yet named by its event.
@@ -416,11 +516,10 @@ impl Checkpointer {
             workspace: Cow::Borrowed(workspace),
         };
         let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
-        let rel = format!("{DIR}/step-{:04}.json", state.step);
-        let path = self.cell_dir.join(&rel);
-        std::fs::create_dir_all(self.cell_dir.join(DIR))?;
-        crate::util::write_atomic_unsynced(&path, &text)?;
-        self.pending = Some(path);
+        let name = format!("step-{:04}.json", state.step);
+        let rel = format!("{DIR}/{name}");
+        write_whole(&self.cell_dir.join(DIR), &name, &text)?;
+        self.pending = Some(self.cell_dir.join(&rel));
         Ok(Saved {
             path: rel,
             sha256: sha256_hex(&text),
@@ -913,6 +1012,43 @@ mod tests {
     }
 
     #[test]
+    fn a_settled_folder_is_not_listed_again_but_every_change_in_it_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
+        tree(&ws, &[("a.py", "x = 1\n"), (".git/objects/ab/cdef", "blob 1"), (".git/HEAD", "ref\n")]);
+        let mut d = Digests::new(&ws, &cell);
+        d.scan().unwrap();
+        // Past the racy window, the next scan reads every listing under a settled stat.
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        let settled = d.scan().unwrap();
+        assert!(d.listings.values().all(|l| l.settled), "every folder settled");
+        assert_eq!(d.scan().unwrap(), settled, "nothing changed, nothing differs");
+        // A file rewritten in a folder whose listing is reused: its stat moves, it is hashed.
+        std::fs::write(ws.join(".git/objects/ab/cdef"), "blob 2, longer").unwrap();
+        // A new entry two folders down, and a folder replaced by a symlink.
+        tree(&ws, &[(".git/objects/ab/0123", "blob 3")]);
+        std::fs::remove_file(ws.join(".git/HEAD")).unwrap();
+        std::fs::create_dir_all(ws.join("elsewhere")).unwrap();
+        std::fs::remove_dir_all(ws.join(".git/objects/ab")).unwrap();
+        tree(&ws, &[("elsewhere/cdef", "not the workspace's")]);
+        std::os::unix::fs::symlink("../../elsewhere", ws.join(".git/objects/ab")).unwrap();
+        let now = d.scan().unwrap();
+        assert_eq!(now.get(".git/objects/ab"), Some(&Entry::Symlink { target: "../../elsewhere".into() }));
+        assert!(!now.contains_key(".git/objects/ab/cdef"), "a symlinked folder is not walked: {now:?}");
+        assert!(!now.contains_key(".git/HEAD"));
+        // Compared with a walk that starts from nothing.
+        assert_eq!(now, Digests::new(&ws, &dir.path().join("other")).scan().unwrap());
+        // And a change inside a settled folder, after it settled again.
+        std::fs::remove_file(ws.join(".git/objects/ab")).unwrap();
+        tree(&ws, &[(".git/objects/ab/cdef", "blob 1")]);
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        d.scan().unwrap();
+        std::fs::write(ws.join(".git/objects/ab/cdef"), "blob 4").unwrap();
+        let Some(Entry::File { sha256, .. }) = d.scan().unwrap().get(".git/objects/ab/cdef").cloned() else { panic!() };
+        assert_eq!(sha256, sha256_hex(b"blob 4"));
+    }
+
+    #[test]
     fn each_observation_is_stored_once_and_the_checkpoint_names_them_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
@@ -1040,6 +1176,60 @@ mod tests {
         w.append(Checkpointer::event(1, &saved)).unwrap();
         cp.committed();
         (fixture, ws, cell)
+    }
+
+    #[test]
+    fn a_resume_after_a_git_commit_rebuilds_a_tampered_object_and_refuses_without_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        // The step: the agent's session made a repository and committed, as a sessions case does.
+        std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
+        for argv in
+            [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "s1"]]
+        {
+            let out = std::process::Command::new("git").args(argv).current_dir(&ws).output().unwrap();
+            assert!(out.status.success(), "git {argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
+        let state = LoopState { step: 1, ..LoopState::default() };
+        let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        w.append(Checkpointer::event(1, &saved)).unwrap();
+        cp.committed();
+        drop((w, cp));
+        let paths = CellPaths { run_id: "r", cell_id: "c", cell_dir: &cell, fixture: &fixture, workspace: &ws };
+        let ok = resume(&paths).map_err(|r| r.0).unwrap();
+        assert!(!ok.workspace_restored, "an intact repository is verified as it is");
+        drop(ok);
+        // A loose object (its path is the sha1 of its content) spoiled after the checkpoint.
+        let objects = ws.join(".git/objects");
+        let object = std::fs::read_dir(&objects)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().len() == 2)
+            .find_map(|e| std::fs::read_dir(e.path()).unwrap().next().map(|f| f.unwrap().path()))
+            .expect("the commit made loose objects");
+        let original = std::fs::read(&object).unwrap();
+        std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(&object, b"not a zlib stream").unwrap();
+        std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let ok = resume(&paths).map_err(|r| r.0).unwrap();
+        assert!(ok.workspace_restored, "the object does not match: the workspace is rebuilt");
+        assert_eq!(std::fs::read(&object).unwrap(), original, "from the stored content");
+        let out = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(&ws).output().unwrap();
+        assert!(out.status.success(), "the rebuilt repository is sound: {}", String::from_utf8_lossy(&out.stderr));
+        drop(ok);
+        // Without the stored content the rebuild cannot give the object back: refused.
+        let sha = sha256_hex(&original);
+        std::fs::remove_file(cell.join(DIR).join(BLOBS).join(&sha)).unwrap();
+        std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(&object, b"spoiled again").unwrap();
+        let e = resume(&paths).err().unwrap().0;
+        assert!(e.contains("does not match checkpoint") && e.contains(".git/objects/"), "{e}");
     }
 
     #[test]
