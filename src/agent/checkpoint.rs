@@ -3,13 +3,15 @@
 //! After every step's `state_updated` the loop saves what the rest of the cell is built from
 //! (the [`LoopState`]: observations, compactor, working memory, repo map, counters, the files
 //! changed and read; the provider's own state; the trace position; the token counters; the
-//! elapsed time) and the digests of every file in the workspace, as
-//! `checkpoint/step-NNNN.json` beside the trace, written atomically (renamed into place, not
-//! synced: a sync costs more than the rest of a checkpoint, the trace beside it is not synced
-//! either, and a file a power loss spoiled fails its sha256 check on resume and is refused). A `checkpoint` event then
-//! names the file and its sha256. The event is written after the file, so the last event always
-//! names a complete file; the file of the step before is removed only once the new event is
-//! written, so a kill between the two still finds the older pair.
+//! elapsed time) and the digests of every file in the workspace, in one of two files beside the
+//! trace, `checkpoint/state-1.json` and `checkpoint/state-2.json`, in turn. A `checkpoint` event
+//! then names the file and its sha256. The event is written after the file, so the last event
+//! always names a complete file; each save overwrites (in place, not synced) the file the last
+//! event does *not* name, so a kill in the middle of a write spoils only a file no event names,
+//! and the older pair is always there. Not synced: a sync costs more than the rest of a
+//! checkpoint, the trace beside it is not synced either, and a file a power loss spoiled fails
+//! its sha256 check on resume and is refused. (Before 2026-11-24 each step wrote
+//! `checkpoint/step-NNNN.json` by a rename and removed the one before; a resume reads either.)
 //!
 //! The workspace is recorded as digests (path -> sha256, size, mode). After a step none of whose
 //! calls could change a file (reads, listings, searches, the map, a delegation, `finish`; no
@@ -39,7 +41,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -60,6 +62,12 @@ pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;
 /// The cell directory's folder of checkpoint files and stored contents.
 pub const DIR: &str = "checkpoint";
 const BLOBS: &str = "blobs";
+/// The two checkpoint files a cell writes in turn: each save overwrites the one the last
+/// `checkpoint` event does not name, in place (no new file, no rename, no removal per step).
+const SLOTS: [&str; 2] = ["state-1.json", "state-2.json"];
+/// The observations, one JSON per line, each written once by the step that made it and named
+/// by its sha256 in the checkpoints (appended: one write per step, no file per observation).
+const OBSERVATIONS: &str = "observations.jsonl";
 
 /// The loop's state between two steps: what the next context projection and the end of the
 /// cell are built from. The loop keeps its working state in this one struct so a checkpoint
@@ -75,8 +83,9 @@ pub struct LoopState {
     /// The repo map injected into the context, ranked once per cell.
     pub repo_map: Option<String>,
     pub memory: Option<WorkingMemory>,
-    /// In a checkpoint file this is empty: the observations are stored once each as blobs and
-    /// named by [`Checkpoint::observations`], so a step writes only its own.
+    /// In a checkpoint file this is empty: the observations are stored once each, as lines of
+    /// `observations.jsonl`, and named by [`Checkpoint::observations`], so a step writes only
+    /// its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<Observation>,
     pub compactor: Compactor,
@@ -128,7 +137,7 @@ pub enum Entry {
     Dir,
 }
 
-/// The checkpoint file (`checkpoint/step-NNNN.json`). Borrowed when written, owned when read.
+/// The checkpoint file (`checkpoint/state-N.json`). Borrowed when written, owned when read.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Checkpoint<'a> {
     pub schema_version: u32,
@@ -145,9 +154,10 @@ pub struct Checkpoint<'a> {
     #[serde(default)]
     pub provider: Option<serde_json::Value>,
     pub state: Cow<'a, LoopState>,
-    /// The state's observations, in order, as the sha256 of each one's JSON, stored under
-    /// `blobs/`. Observations are only ever appended, so each is written once, by the step
-    /// that made it, and the file stays small however long the cell runs.
+    /// The state's observations, in order, as the sha256 of each one's JSON, a line of
+    /// `observations.jsonl` (before the log, a file under `blobs/`). Observations are only ever
+    /// appended, so each is written once, by the step that made it, and the file stays small
+    /// however long the cell runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<String>,
     /// Every path of the workspace, relative, with `/` separators.
@@ -231,13 +241,6 @@ impl Digests {
         }
     }
 
-    /// Stores `bytes` under their sha256 (once) and returns it.
-    fn store(&mut self, bytes: &[u8]) -> io::Result<String> {
-        let sha = sha256_hex(bytes);
-        self.keep_blob(&sha, bytes)?;
-        Ok(sha)
-    }
-
     /// Writes the blob `sha` unless it is stored already. Renamed into place from a temporary
     /// name, so a blob file is always whole: a killed process leaves at most a stray temporary.
     fn keep_blob(&mut self, sha: &str, bytes: &[u8]) -> io::Result<()> {
@@ -306,13 +309,15 @@ impl Digests {
             (Some(st), Some(l)) if l.settled && l.stat == st => Some(l.names.clone()),
             _ => None,
         };
-        let mut opened: Option<OwnedFd> = None;
+        let listed_now = reused.is_none();
+        let mut opened: Option<rustix::fs::Dir> = None;
         let (dir, from, names) = match reused {
             Some(names) => (base, sub, names),
             None => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                 let fd = rustix::fs::openat(base, if sub.is_empty() { "." } else { sub }, flags, Mode::empty())?;
-                let mut listing = rustix::fs::Dir::read_from(&fd)?;
+                // Owns the descriptor (`Dir::read_from` would open the folder a second time).
+                let mut listing = rustix::fs::Dir::new(fd)?;
                 let mut names = Vec::new();
                 while let Some(entry) = listing.read() {
                     let name = entry?.file_name().to_string_lossy().into_owned();
@@ -325,8 +330,7 @@ impl Digests {
                     let settled = now - st.mtime_ns.max(st.ctime_ns) > RACY_NS;
                     self.listings.insert(prefix.to_string(), Listing { stat: st, settled, names: names.clone() });
                 }
-                opened = Some(fd);
-                (opened.as_ref().expect("set above").as_fd(), "", names)
+                (opened.insert(listing).fd()?, "", names)
             }
         };
         for name in names.iter() {
@@ -336,7 +340,7 @@ impl Digests {
                 Ok(st) => st,
                 // Gone since the listing was read (a listing read in this scan: a reused one's
                 // folder has not changed): what is not there is not recorded.
-                Err(e) if e == rustix::io::Errno::NOENT && opened.is_some() => continue,
+                Err(e) if e == rustix::io::Errno::NOENT && listed_now => continue,
                 Err(e) => return Err(e.into()),
             };
             let stat = Stat::of(&st);
@@ -386,7 +390,10 @@ struct Listing {
 fn read_at(dir: BorrowedFd<'_>, name: &str, size: u64) -> io::Result<Vec<u8>> {
     let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
-    std::fs::File::from(fd).read_to_end(&mut bytes)?;
+    // Through `Take`, whose `read_to_end` reads into the capacity given: `File`'s own would
+    // stat the file again for a size the caller knows. Unbounded, so a file that grew since
+    // its stat is read whole all the same.
+    std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -421,8 +428,12 @@ pub struct Saved {
 pub struct Checkpointer {
     cell_dir: PathBuf,
     digests: Digests,
-    /// The blob of each observation stored so far, in order.
+    /// The sha256 of each observation stored so far, in order.
     observed: Vec<String>,
+    /// The observations log, open for appending once the first observation is written.
+    log: Option<std::fs::File>,
+    /// Observations in the log, by sha256 (one line each, however often they recur).
+    logged: HashSet<String>,
     /// The file of the last checkpoint whose event was written.
     committed: Option<PathBuf>,
     /// The file written last, until its event is.
@@ -438,6 +449,8 @@ impl Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
             digests,
             observed: Vec::new(),
+            log: None,
+            logged: HashSet::new(),
             committed: None,
             pending: None,
         })
@@ -471,10 +484,20 @@ impl Checkpointer {
         let (Some(seq), bytes) = position else {
             return Err(io::Error::other("a checkpoint needs the step's state_updated in the trace"));
         };
-        // Only the observations made since the last checkpoint are written.
+        // Only the observations made since the last checkpoint are written: appended to the log
+        // in one write, before the file that names them.
+        let mut lines = Vec::new();
         for o in &state.observations[self.observed.len().min(state.observations.len())..] {
             let json = serde_json::to_vec(o).map_err(io::Error::other)?;
-            self.observed.push(self.digests.store(&json)?);
+            let sha = sha256_hex(&json);
+            if self.logged.insert(sha.clone()) {
+                lines.extend_from_slice(&json);
+                lines.push(b'\n');
+            }
+            self.observed.push(sha);
+        }
+        if !lines.is_empty() {
+            self.append_to_log(&lines)?;
         }
         let workspace = self.digests.current(files_changed)?;
         let LoopState {
@@ -516,16 +539,46 @@ impl Checkpointer {
             workspace: Cow::Borrowed(workspace),
         };
         let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
-        let name = format!("step-{:04}.json", state.step);
-        let rel = format!("{DIR}/{name}");
-        write_whole(&self.cell_dir.join(DIR), &name, &text)?;
-        self.pending = Some(self.cell_dir.join(&rel));
+        // The slot the last event does not name: that one stays whole whatever happens to this
+        // write, and a kill in the middle leaves a file whose sha256 no event names.
+        let slot = if self.committed.as_deref() == Some(self.cell_dir.join(DIR).join(SLOTS[0]).as_path()) {
+            SLOTS[1]
+        } else {
+            SLOTS[0]
+        };
+        let rel = format!("{DIR}/{slot}");
+        let path = self.cell_dir.join(&rel);
+        let write = || std::fs::File::create(&path).and_then(|mut f| f.write_all(&text));
+        match write() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(self.cell_dir.join(DIR))?;
+                write()?;
+            }
+            other => other?,
+        }
+        self.pending = Some(path);
         Ok(Saved {
             path: rel,
             sha256: sha256_hex(&text),
             bytes: text.len() as u64,
             duration_us: t0.elapsed().as_micros() as u64,
         })
+    }
+
+    /// Appends whole lines to `checkpoint/observations.jsonl`, opening it on the first call.
+    fn append_to_log(&mut self, lines: &[u8]) -> io::Result<()> {
+        if self.log.is_none() {
+            let path = self.cell_dir.join(DIR).join(OBSERVATIONS);
+            let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
+            self.log = Some(match open() {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(self.cell_dir.join(DIR))?;
+                    open()?
+                }
+                other => other?,
+            });
+        }
+        self.log.as_mut().expect("opened above").write_all(lines)
     }
 
     /// A new session of a multi-session cell starts from an empty context: its observations
@@ -536,11 +589,14 @@ impl Checkpointer {
         self.digests.forget_last();
     }
 
-    /// The last saved checkpoint's event is written: the one before it is no longer needed.
+    /// The last saved checkpoint's event is written: the other slot is free for the next one.
+    /// A file of an older layout (`step-NNNN.json`, which a resumed attempt may have
+    /// continued from) is no longer needed and is removed.
     pub fn committed(&mut self) {
         let Some(now) = self.pending.take() else { return };
         if let Some(before) = self.committed.replace(now)
             && Some(&before) != self.committed.as_ref()
+            && !SLOTS.iter().any(|slot| before.ends_with(slot))
         {
             let _ = std::fs::remove_file(before);
         }
@@ -644,11 +700,30 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
     check_position(&trace, &events, at, &checkpoint).map_err(|why| Refusal(format!("checkpoint {rel}: {why}")))?;
     let mut checkpoint = checkpoint;
     let blobs = cell.cell_dir.join(DIR).join(BLOBS);
+    // The log's whole lines; a last line without its newline is what a kill mid-append leaves,
+    // of an observation no checkpoint names yet. (Observations stored one blob each, as before
+    // the log, are still read.)
+    let log_path = cell.cell_dir.join(DIR).join(OBSERVATIONS);
+    let mut log = match std::fs::read(&log_path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return refuse(format!("{DIR}/{OBSERVATIONS} cannot be read: {e}")),
+    };
+    let whole = log.iter().rposition(|b| *b == b'\n').map_or(0, |k| k + 1);
+    log.truncate(whole);
+    let logged: HashMap<String, &[u8]> =
+        log.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| (sha256_hex(l), l)).collect();
     let mut observations = Vec::with_capacity(checkpoint.observations.len());
     for (i, sha) in checkpoint.observations.iter().enumerate() {
-        let bytes = std::fs::read(blobs.join(sha)).map_err(|e| {
-            Refusal(format!("checkpoint {rel}: observation {} ({sha:.12}…) cannot be read: {e}", i + 1))
-        })?;
+        let bytes = match logged.get(sha) {
+            Some(line) => line.to_vec(),
+            None => std::fs::read(blobs.join(sha)).map_err(|e| {
+                Refusal(format!(
+                    "checkpoint {rel}: observation {} ({sha:.12}…) is not in {DIR}/{OBSERVATIONS} and cannot be read from {DIR}/{BLOBS}/: {e}",
+                    i + 1
+                ))
+            })?,
+        };
         if sha256_hex(&bytes) != *sha {
             return refuse(format!(
                 "checkpoint {rel}: observation {} ({sha:.12}…) was changed after it was stored",
@@ -661,6 +736,15 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
         );
     }
     checkpoint.state.to_mut().observations = observations;
+    let logged: HashSet<String> = logged.into_keys().collect();
+    // The next observation is appended on a line of its own: a partial last line goes.
+    if std::fs::metadata(&log_path).is_ok_and(|m| m.len() > whole as u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log_path)
+            .and_then(|f| f.set_len(whole as u64))
+            .map_err(|e| Refusal(format!("{DIR}/{OBSERVATIONS} cannot be cut to its last whole line: {e}")))?;
+    }
     let mut summary = SummaryBuilder::new();
     for e in &events[..=at] {
         summary.observe(e);
@@ -714,6 +798,8 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
             cell_dir: cell.cell_dir.to_path_buf(),
             digests,
             observed: checkpoint.observations.clone(),
+            log: None,
+            logged,
             committed: Some(file),
             pending: None,
         },
@@ -1072,14 +1158,12 @@ mod tests {
         // The file grows by one name per step, not by one observation.
         assert!(sizes[2] - sizes[0] < 300, "{sizes:?}");
         assert!(sizes[2] < big.len() as u64, "{sizes:?}");
-        // One blob per observation, and none for a.py: written within the racy window, it is
-        // hashed again, but its content is the first scan's.
-        let blobs: Vec<String> = std::fs::read_dir(cell.join(DIR).join(BLOBS))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(blobs.len(), 3, "one blob per observation, each written once: {blobs:?}");
-        assert!(c.observed.iter().all(|sha| blobs.contains(sha)));
+        // One line per observation in the log, and no blob at all: a.py, written within the
+        // racy window, is hashed again, but its content is the first scan's.
+        let log = std::fs::read_to_string(cell.join(DIR).join(OBSERVATIONS)).unwrap();
+        let shas: Vec<String> = log.lines().map(|l| sha256_hex(l.as_bytes())).collect();
+        assert_eq!(shas, c.observed, "one line per observation, each written once, in order");
+        assert!(!cell.join(DIR).join(BLOBS).exists());
     }
 
     #[test]
@@ -1233,6 +1317,58 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_take_turns_in_two_files_and_a_kill_mid_write_spoils_neither_named_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        let mut state = LoopState::default();
+        let mut paths = Vec::new();
+        for step in 1..=3 {
+            w.append(EventBody::StateUpdated { step, steps_used: step, files_modified: vec![], finished: false })
+                .unwrap();
+            state.step = step;
+            state.observations.push(Observation::new(step, "read_file", format!("read #{step}"), "ok", "x = 1"));
+            let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+            w.append(Checkpointer::event(step, &saved)).unwrap();
+            cp.committed();
+            paths.push(saved.path);
+        }
+        assert_eq!(paths, ["checkpoint/state-1.json", "checkpoint/state-2.json", "checkpoint/state-1.json"]);
+        // Step 4 is killed while its file and its observation are half written: the free slot
+        // (not the one step 3's event names) and a log line without its newline.
+        w.append(EventBody::StateUpdated { step: 4, steps_used: 4, files_modified: vec![], finished: false }).unwrap();
+        std::fs::write(cell.join(DIR).join(SLOTS[1]), "{\"schema_vers").unwrap();
+        let mut log = std::fs::OpenOptions::new().append(true).open(cell.join(DIR).join(OBSERVATIONS)).unwrap();
+        log.write_all(b"{\"step\":4,\"tool\":\"rea").unwrap();
+        drop((w, cp, log));
+        let at = CellPaths { run_id: "r", cell_id: "c", cell_dir: &cell, fixture: &fixture, workspace: &ws };
+        let mut r = resume(&at).map_err(|r| r.0).unwrap();
+        assert_eq!((r.from_step, r.checkpoint_path.as_str()), (3, "checkpoint/state-1.json"));
+        assert_eq!(r.checkpoint.state.observations.len(), 3, "every observation named is read back");
+        // The resumed cell writes its next checkpoint into the spoiled slot, and its next
+        // observation on a line of its own.
+        let mut state = r.checkpoint.state.clone().into_owned();
+        state.step = 4;
+        state.observations.push(Observation::new(4, "read_file", "read #4".into(), "ok", "x = 1"));
+        r.writer
+            .append(EventBody::StateUpdated { step: 4, steps_used: 4, files_modified: vec![], finished: false })
+            .unwrap();
+        let saved = r.checkpointer.save(true, ("r", "c"), &state, None, r.writer.position(), (0, 0), 3).unwrap();
+        assert_eq!(saved.path, "checkpoint/state-2.json");
+        r.writer.append(Checkpointer::event(4, &saved)).unwrap();
+        r.checkpointer.committed();
+        drop(r);
+        let log = std::fs::read_to_string(cell.join(DIR).join(OBSERVATIONS)).unwrap();
+        assert_eq!(log.lines().count(), 4, "{log}");
+        let again = resume(&at).map_err(|r| r.0).unwrap();
+        assert_eq!((again.from_step, again.checkpoint.state.observations.len()), (4, 4));
+    }
+
+    #[test]
     fn a_checkpoint_that_does_not_match_its_trace_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = one_step_cell(dir.path());
@@ -1247,7 +1383,7 @@ mod tests {
         // The file says the trace ended elsewhere (its sha256 made to match, so the position is
         // what fails).
         let trace = cell.join("trace.jsonl");
-        let file = cell.join(DIR).join("step-0001.json");
+        let file = cell.join(DIR).join(SLOTS[0]);
         let text = std::fs::read_to_string(&file).unwrap();
         let moved = text.replacen("\"bytes\":", "\"bytes\":1", 1);
         std::fs::write(&file, &moved).unwrap();
