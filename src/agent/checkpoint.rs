@@ -40,8 +40,10 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -258,7 +260,7 @@ impl Digests {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         // The workspace's own folder is always listed (it is where the agent writes most).
-        self.walk(root.as_fd(), "", "", None, now, &mut out)?;
+        self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
         self.cache.retain(|path, _| out.contains_key(path));
         self.listings.retain(|path, _| matches!(out.get(path), Some(Entry::Dir)));
         // From here on, every new content is one a restore may need.
@@ -299,7 +301,7 @@ impl Digests {
     fn walk(
         &mut self,
         base: BorrowedFd<'_>,
-        sub: &str,
+        sub: &OsStr,
         prefix: &str,
         stat: Option<Stat>,
         now: i128,
@@ -315,28 +317,41 @@ impl Digests {
             Some(names) => (base, sub, names),
             None => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                let fd = rustix::fs::openat(base, if sub.is_empty() { "." } else { sub }, flags, Mode::empty())?;
+                let here = if sub.is_empty() { OsStr::new(".") } else { sub };
+                let fd = rustix::fs::openat(base, here, flags, Mode::empty())?;
                 // Owns the descriptor (`Dir::read_from` would open the folder a second time).
                 let mut listing = rustix::fs::Dir::new(fd)?;
                 let mut names = Vec::new();
                 while let Some(entry) = listing.read() {
-                    let name = entry?.file_name().to_string_lossy().into_owned();
+                    // Kept as the bytes they are: a name that is not UTF-8 is still stated and
+                    // read by its own name (the workspace path records it lossily).
+                    let name = OsStr::from_bytes(entry?.file_name().to_bytes()).to_os_string();
                     if name != "." && name != ".." {
                         names.push(name);
                     }
                 }
-                let names: std::sync::Arc<[String]> = names.into();
+                let names: std::sync::Arc<[OsString]> = names.into();
                 if let Some(st) = stat {
                     let settled = now - st.mtime_ns.max(st.ctime_ns) > RACY_NS;
                     self.listings.insert(prefix.to_string(), Listing { stat: st, settled, names: names.clone() });
                 }
-                (opened.insert(listing).fd()?, "", names)
+                (opened.insert(listing).fd()?, OsStr::new(""), names)
             }
         };
         for name in names.iter() {
-            let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
-            let at = if from.is_empty() { Cow::Borrowed(name.as_str()) } else { Cow::Owned(format!("{from}/{name}")) };
-            let st = match rustix::fs::statat(dir, at.as_ref(), AtFlags::SYMLINK_NOFOLLOW) {
+            let rel = match prefix {
+                "" => name.to_string_lossy().into_owned(),
+                _ => format!("{prefix}/{}", name.to_string_lossy()),
+            };
+            let at: Cow<'_, OsStr> = if from.is_empty() {
+                Cow::Borrowed(name.as_os_str())
+            } else {
+                let mut joined = from.to_os_string();
+                joined.push("/");
+                joined.push(name);
+                Cow::Owned(joined)
+            };
+            let st = match rustix::fs::statat(dir, &*at, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 // Gone since the listing was read (a listing read in this scan: a reused one's
                 // folder has not changed): what is not there is not recorded.
@@ -346,7 +361,7 @@ impl Digests {
             let stat = Stat::of(&st);
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::Symlink => {
-                    let target = rustix::fs::readlinkat(dir, at.as_ref(), Vec::new())?;
+                    let target = rustix::fs::readlinkat(dir, &*at, Vec::new())?;
                     out.insert(rel, Entry::Symlink { target: target.to_string_lossy().into_owned() });
                 }
                 FileType::Directory => {
@@ -357,7 +372,7 @@ impl Digests {
                     let sha = match self.cache.get(&rel) {
                         Some((cached, true, sha)) if *cached == stat => sha.clone(),
                         _ => {
-                            let bytes = read_at(dir, at.as_ref(), stat.size)?;
+                            let bytes = read_at(dir, &at, stat.size)?;
                             let sha = sha256_hex(&bytes);
                             if !self.keep {
                                 self.baseline.insert(rel.clone(), sha.clone());
@@ -383,11 +398,11 @@ impl Digests {
 struct Listing {
     stat: Stat,
     settled: bool,
-    names: std::sync::Arc<[String]>,
+    names: std::sync::Arc<[OsString]>,
 }
 
 /// The whole of the file `name` in the open folder `dir` (`size` is its stat's, a hint).
-fn read_at(dir: BorrowedFd<'_>, name: &str, size: u64) -> io::Result<Vec<u8>> {
+fn read_at(dir: BorrowedFd<'_>, name: &OsStr, size: u64) -> io::Result<Vec<u8>> {
     let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     // Through `Take`, whose `read_to_end` reads into the capacity given: `File`'s own would
@@ -1138,6 +1153,23 @@ mod tests {
         std::fs::write(ws.join(".git/objects/ab/cdef"), "blob 4").unwrap();
         let Some(Entry::File { sha256, .. }) = d.scan().unwrap().get(".git/objects/ab/cdef").cloned() else { panic!() };
         assert_eq!(sha256, sha256_hex(b"blob 4"));
+    }
+
+    #[test]
+    fn a_file_whose_name_is_not_utf8_is_digested_by_its_own_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
+        tree(&ws, &[("sub/a.py", "x = 1\n")]);
+        let odd = ws.join("sub").join(std::ffi::OsStr::from_bytes(b"bad\xff.txt"));
+        std::fs::write(&odd, "one").unwrap();
+        let mut d = Digests::new(&ws, &cell);
+        let key = "sub/bad\u{FFFD}.txt";
+        let first = d.scan().unwrap();
+        assert!(matches!(first.get(key), Some(Entry::File { size: 3, .. })), "{first:?}");
+        std::fs::write(&odd, "two!").unwrap();
+        let Some(Entry::File { sha256, .. }) = d.scan().unwrap().get(key).cloned() else { panic!() };
+        assert_eq!(sha256, sha256_hex(b"two!"));
     }
 
     #[test]
