@@ -58,6 +58,10 @@ pub(super) async fn work(
     let mut at = resumed.as_ref().and_then(|r| r.state.session.clone()).unwrap_or_else(SessionProgress::first);
     let mut checkpoints: Option<Checkpointer> = None;
     let mut last = None;
+    // The case the feature checks run as, made once: a clone of the case per check (12 in a
+    // case of four sessions and three features, each with the oracle's whole script) was a
+    // measurable part of a sessions cell's own time. The checks do not use the script.
+    let mut probe = Case { oracle: Vec::new(), ..case.clone() };
     while at.index <= spec.count {
         let index = at.index;
         let kind = SessionKind::of(index);
@@ -101,7 +105,7 @@ pub(super) async fn work(
         }
 
         let claims = FeatureList::read(ws);
-        let verdicts = check_features(case, spec, ws, trace, sandbox).await;
+        let verdicts = check_features(&mut probe, spec, ws, trace, sandbox).await;
         let verified: Vec<String> = verdicts.iter().filter(|v| v.passed).map(|v| v.id.clone()).collect();
         let false_claims = claims.false_claims(&verdicts);
         at.finished.push((verified.len(), claims.marked.len()));
@@ -140,9 +144,10 @@ struct FeatureVerdict {
 }
 
 /// Runs every feature's hidden check in the workspace, as a verifier command (in the cell's
-/// sandbox, on a copy of the verifier folder, through the wrapper for Python checks).
+/// sandbox, on a copy of the verifier folder, through the wrapper for Python checks). `probe`
+/// is the case, its verifier replaced by each check in turn.
 async fn check_features(
-    case: &Case,
+    probe: &mut Case,
     spec: &SessionsSpec,
     ws: &Path,
     trace: &Path,
@@ -151,11 +156,8 @@ async fn check_features(
     let facts = score::TraceFacts { denials: 0, steps: 0, first_reads: BTreeMap::new() };
     let mut out = Vec::with_capacity(spec.features.len());
     for feature in &spec.features {
-        let probe = Case {
-            verifier: VerifierSpec { command: Some(feature.check.clone()), ..Default::default() },
-            ..case.clone()
-        };
-        let run = score::run_verifier(&probe, ws, trace, &facts, sandbox).await;
+        probe.verifier = VerifierSpec { command: Some(feature.check.clone()), ..Default::default() };
+        let run = score::run_verifier(probe, ws, trace, &facts, sandbox).await;
         let detail = run.checks.first().map(|c| c.detail.clone()).unwrap_or_default();
         let passed = run.passed && !run.timed_out && run.error.is_none();
         let detail = if run.timed_out { format!("the check timed out\n{detail}") } else { detail };
