@@ -384,13 +384,35 @@ fn stored_map(store: &Path, key: &str, query: &str, budget: usize) -> Option<(In
 }
 
 /// Stores a map under `key` in `store` (made if missing), atomically: a reader sees the old
-/// file, the new one, or none.
+/// file, the new one, or none. The first store of a process also removes what the folder holds
+/// from more than [`STORED_KEPT`] ago ([`prune_store`]).
 fn store_map(store: &Path, key: &str, stats: &IndexStats, view: &RepoMapView) -> std::io::Result<()> {
+    static PRUNED: std::sync::Once = std::sync::Once::new();
+    PRUNED.call_once(|| prune_store(store, STORED_KEPT));
     let view = RepoMapView { query: String::new(), ..view.clone() };
     let map = serde_json::to_string(&StoredView { stats: stats.clone(), view })?;
     let stored = StoredMap { key: key.to_string(), sha256: crate::util::sha256_hex(map.as_bytes()), map };
     std::fs::create_dir_all(store)?;
     crate::util::write_atomic_unsynced(&StoredMap::path(store, key), &serde_json::to_vec(&stored)?)
+}
+
+/// How long a stored map is kept after it was written. A map's key names the hcbench binary,
+/// so every build (and every fixture, task and budget) adds files; past this age a file is
+/// removed and, if it is still wanted, built and stored again once.
+const STORED_KEPT: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Removes the files of `store` last written more than `kept` ago: stored maps of old builds,
+/// and the temporary file a process killed while storing may leave. A file that cannot be
+/// looked at or removed stays (another process may be reading it; a later prune tries again).
+fn prune_store(store: &Path, kept: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(store) else { return };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let old = entry.metadata().ok().filter(std::fs::Metadata::is_file).and_then(|m| m.modified().ok());
+        if old.is_some_and(|written| now.duration_since(written).is_ok_and(|age| age > kept)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 impl RepoIndex {
@@ -1461,6 +1483,27 @@ if TYPE_CHECKING:
         for ws in [a, b] {
             std::fs::remove_dir_all(ws).unwrap();
         }
+    }
+
+    #[test]
+    fn the_store_keeps_maps_written_within_its_lifetime_and_removes_older_files() {
+        let store = tempfile::tempdir().unwrap();
+        let (fresh, old, stray) =
+            (store.path().join("fresh.json"), store.path().join("old.json"), store.path().join(".tmpAbC123"));
+        for f in [&fresh, &old, &stray] {
+            std::fs::write(f, "{}").unwrap();
+        }
+        std::fs::create_dir(store.path().join("a-folder")).unwrap();
+        let long_ago = std::time::SystemTime::now() - STORED_KEPT - std::time::Duration::from_secs(60);
+        for f in [&old, &stray] {
+            std::fs::File::options().write(true).open(f).unwrap().set_modified(long_ago).unwrap();
+        }
+        prune_store(store.path(), STORED_KEPT);
+        assert!(fresh.exists(), "a map written within the lifetime stays");
+        assert!(!old.exists() && !stray.exists(), "files older than the lifetime go");
+        assert!(store.path().join("a-folder").is_dir(), "only files are removed");
+        // A store that does not exist yet is nothing to prune.
+        prune_store(&store.path().join("missing"), STORED_KEPT);
     }
 
     #[test]
