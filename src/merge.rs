@@ -119,14 +119,12 @@ pub fn merge(out: &Path, shards: &[PathBuf], allow_partial: bool) -> Result<Merg
         plan.iter().zip(&owners).map(|(c, o)| (c.cell_id.as_str(), *o)).collect();
     for run in &runs {
         let index = run.manifest.shard.expect("read_shard checked").index;
-        let traces = crate::trace::stored::traces_of_run(&run.path).unwrap_or_default();
-        for trace in traces {
-            let Some(name) = trace.parent().and_then(Path::file_name) else { continue };
-            let name = name.to_string_lossy();
-            if let Some(&owner) = owner_of.get(name.as_ref())
+        let traces = crate::trace::stored::RunTraces::scan(&run.path).map(|t| t.cells()).unwrap_or_default();
+        for (cell, _) in traces {
+            if let Some(&owner) = owner_of.get(cell.as_str())
                 && owner != index
             {
-                return Err(MergeError::Duplicate { cell: name.into_owned(), path: run.path.clone(), owner, count });
+                return Err(MergeError::Duplicate { cell, path: run.path.clone(), owner, count });
             }
         }
     }

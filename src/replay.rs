@@ -547,9 +547,7 @@ pub fn replay_trace(path: &Path) -> Result<CellSummary, ReplayError> {
 /// [`replay_trace`] of a trace that must belong to run `run_id` (the run directory's
 /// manifest says which): an event of another run is a broken sequence, not a step.
 pub fn replay_trace_of(path: &Path, run_id: Option<&str>) -> Result<CellSummary, ReplayError> {
-    let reader =
-        crate::trace::stored::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
-    replay_reader(reader, path, run_id)
+    replay_opened(crate::trace::stored::open(path), path, run_id)
 }
 
 /// Replays the plain bytes `reader` gives of the trace named `path`.
@@ -568,12 +566,17 @@ fn replay_reader(reader: impl BufRead, path: &Path, run_id: Option<&str>) -> Res
 pub fn replay_stored(traces: &RunTraces, cell: &str, run_id: Option<&str>) -> Option<Result<CellSummary, ReplayError>> {
     let at = traces.find(cell)?;
     let path = traces.path(cell);
-    Some(
-        traces
-            .open(cell, at)
-            .map_err(|source| TraceError::Io { path: path.clone(), source }.into())
-            .and_then(|reader| replay_reader(reader, &path, run_id)),
-    )
+    Some(replay_opened(traces.open(cell, at), &path, run_id))
+}
+
+/// Replays the trace named `path` that `opened` is the reader of, or says why it did not open.
+fn replay_opened(
+    opened: std::io::Result<impl BufRead>,
+    path: &Path,
+    run_id: Option<&str>,
+) -> Result<CellSummary, ReplayError> {
+    let reader = opened.map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    replay_reader(reader, path, run_id)
 }
 
 /// The trace files of a run directory, in cell-id order.
@@ -647,10 +650,7 @@ fn replay_run_in_spans(
     let replay = |i: usize, reader: std::io::Result<Box<dyn BufRead + Send>>| -> (usize, ReplayedTrace) {
         let cell = &cells[i].0;
         let path = traces.path(cell);
-        let run_id = run_of(cell);
-        let result = reader
-            .map_err(|source| TraceError::Io { path: path.clone(), source }.into())
-            .and_then(|r| replay_reader(r, &path, run_id.as_deref()));
+        let result = replay_opened(reader, &path, run_of(cell).as_deref());
         (i, (path, result))
     };
     let from_files = files.par_iter().map(|&i| vec![replay(i, traces.open(&cells[i].0, cells[i].1))]);

@@ -146,30 +146,6 @@ pub fn in_cell(cell_dir: &Path) -> Option<PathBuf> {
     locate(&cell_dir.join(TRACE))
 }
 
-/// Every trace of the run directory `run_dir`, by its plain name (`cells/<id>/trace.jsonl`,
-/// for [`open`]), in no particular order: cells with a folder holding a trace, and the cells
-/// of its pack.
-pub fn traces_of_run(run_dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let cells = run_dir.join("cells");
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&cells)?.filter_map(Result::ok) {
-        let dir = entry.path();
-        if dir.join(TRACE).is_file() || compressed_path(&dir.join(TRACE)).is_file() {
-            seen.insert(entry.file_name().to_string_lossy().into_owned());
-            out.push(dir.join(TRACE));
-        }
-    }
-    if let Some(index) = Index::read(run_dir)? {
-        for cell in index.order {
-            if !seen.contains(&cell) {
-                out.push(cells.join(&cell).join(TRACE));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Opens the trace named `path` for reading its plain bytes (see the module doc for which file
 /// that is). A trace that is compressed and corrupt, or a pack index that cannot be read, fails
 /// the read with an error naming the file.
@@ -183,15 +159,7 @@ pub fn open(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
                 Err(_) => {
                     if let Some((loaded, slot, cell)) = in_pack(path)? {
                         let frame = pack::read_frame(&loaded.pack, &loaded.path, slot)?;
-                        let what = || {
-                            format!(
-                                "the trace of cell {cell} in {} (bytes {} to {})",
-                                loaded.path.display(),
-                                slot.offset,
-                                slot.offset + slot.len
-                            )
-                        };
-                        return decode(frame, &what);
+                        return decode(frame, &|| entry_name(&cell, &loaded.path, slot));
                     }
                     // Say the name that was asked for: no form of it exists.
                     return Err(e);
@@ -497,6 +465,11 @@ impl Drop for Streamed {
     }
 }
 
+/// How errors name `cell`'s entry at `slot` of the pack file `pack`.
+fn entry_name(cell: &str, pack: &Path, slot: Slot) -> String {
+    format!("the trace of cell {cell} in {} (bytes {} to {})", pack.display(), slot.offset, slot.offset + slot.len)
+}
+
 /// The error of a compressed trace (`what` names it) that does not decode, with what to do.
 fn corrupt(what: &str, e: io::Error) -> io::Error {
     io::Error::new(
@@ -662,16 +635,7 @@ impl RunTraces {
 
     /// Opens `cell`'s trace from `frame`, its entry's bytes (read by [`RunTraces::read_span`]).
     pub fn open_frame(&self, cell: &str, slot: Slot, frame: &[u8]) -> io::Result<Box<dyn BufRead + Send>> {
-        let pack_path = self.cells_dir.with_file_name(pack::PACK);
-        let what = || {
-            format!(
-                "the trace of cell {cell} in {} (bytes {} to {})",
-                pack_path.display(),
-                slot.offset,
-                slot.offset + slot.len
-            )
-        };
-        decode(frame, &what)
+        decode(frame, &|| entry_name(cell, &self.cells_dir.with_file_name(pack::PACK), slot))
     }
 
     fn loaded(&self) -> io::Result<&Arc<Loaded>> {
