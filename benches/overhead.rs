@@ -223,6 +223,10 @@ struct Cost {
     workspace_us: u64,
     repo_map_us: u64,
     checkpoint_us: u64,
+    trace_us: u64,
+    context_us: u64,
+    tools_us: u64,
+    scoring_us: u64,
     removal_wait_us: u64,
     /// The quick arm's: the engine's time for the cell outside `run_cell_with`.
     engine_us: Option<u64>,
@@ -254,6 +258,10 @@ impl tracing::field::Visit for Cost {
             "workspace_us" => self.workspace_us = value,
             "repo_map_us" => self.repo_map_us = value,
             "checkpoint_us" => self.checkpoint_us = value,
+            "trace_us" => self.trace_us = value,
+            "context_us" => self.context_us = value,
+            "tools_us" => self.tools_us = value,
+            "scoring_us" => self.scoring_us = value,
             "removal_wait_us" => self.removal_wait_us = value,
             _ => {}
         }
@@ -319,14 +327,22 @@ fn report_costs(label: &str, costs: &[Cost], from_traces: Option<&mut Vec<f64>>)
             mean_ms(|c| c.workspace_us),
             mean_ms(|c| c.repo_map_us),
             mean_ms(|c| c.checkpoint_us),
+            mean_ms(|c| c.trace_us),
+            mean_ms(|c| c.context_us),
+            mean_ms(|c| c.tools_us),
+            mean_ms(|c| c.scoring_us),
             mean_ms(|c| c.removal_wait_us),
         ];
         println!(
-            "  of which, mean per cell: fixture copy {:.2} ms, repo map {:.2} ms, checkpoints {:.2} ms, wait for removals {:.2} ms, the rest {:.2} ms",
+            "  of which, mean per cell: fixture copy {:.2} ms, repo map {:.2} ms, checkpoints {:.2} ms, trace {:.2} ms, context {:.2} ms, tools {:.2} ms, scoring {:.2} ms, wait for removals {:.2} ms, the rest {:.2} ms",
             parts[0],
             parts[1],
             parts[2],
             parts[3],
+            parts[4],
+            parts[5],
+            parts[6],
+            parts[7],
             mean - parts.iter().sum::<f64>(),
         );
         let mut engine: Vec<f64> = of_mechanism().filter_map(|c| c.engine_us).map(|us| us as f64 / 1000.0).collect();

@@ -150,10 +150,18 @@ pub enum Part {
     RepoMap,
     /// The checkpoints: the workspace's first digests, and every step's save.
     Checkpoints,
+    /// Writing the trace's events (and the summary that follows them).
+    Trace,
+    /// Packing each turn's context.
+    Context,
+    /// The tools' calls, less the commands they wait on (`run_tests`, `run_command`).
+    Tools,
+    /// Scoring: the final tests and the verifier with their private folders, less the commands.
+    Scoring,
 }
 
 impl Part {
-    const COUNT: usize = 3;
+    const COUNT: usize = 7;
 
     fn slot(self) -> usize {
         2 + self as usize
@@ -192,6 +200,17 @@ impl WaitClock {
         let t0 = Instant::now();
         let out = work();
         charge(part.slot(), t0);
+        out
+    }
+
+    /// Awaits `work`, charging its time less the commands and model turns it waited on to
+    /// `part` of the running cell's clock (if any).
+    pub(crate) async fn time_async<F: Future>(part: Part, work: F) -> F::Output {
+        let waited = || WAIT_CLOCK.try_with(|c| c.commands_us() + c.model_us()).unwrap_or(0);
+        let (t0, before) = (Instant::now(), waited());
+        let out = work.await;
+        let us = (t0.elapsed().as_micros() as u64).saturating_sub(waited() - before);
+        let _ = WAIT_CLOCK.try_with(|c| c.0[part.slot()].fetch_add(us, Ordering::Relaxed));
         out
     }
 

@@ -85,9 +85,11 @@ struct Recorder {
 
 impl Recorder {
     fn emit(&mut self, body: EventBody) -> io::Result<()> {
-        let event = self.writer.append(body)?;
-        self.summary.observe(&event);
-        Ok(())
+        WaitClock::time(Part::Trace, || {
+            let event = self.writer.append(body)?;
+            self.summary.observe(&event);
+            Ok(())
+        })
     }
 }
 
@@ -103,8 +105,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 /// ([`crate::process::WaitClock`]), goes to the log as a debug event of target `hcbench::cost`
 /// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it. The
 /// event also gives the parts of that cost timed apart ([`Part`]) and the wait for the cell's
-/// removals at its end; the rest is the trace, the context, the policy, the in-process tools,
-/// the runner's and verifier's folders and the judging.
+/// removals at its end; the rest is the policy, the hooks, the sessions' feature checks, the
+/// outputs stored as artifacts and the judging.
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let t0 = Instant::now();
     let clock = WaitClock::default();
@@ -127,6 +129,10 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
         workspace_us = clock.part_us(Part::Workspace),
         repo_map_us = clock.part_us(Part::RepoMap),
         checkpoint_us = clock.part_us(Part::Checkpoints),
+        trace_us = clock.part_us(Part::Trace),
+        context_us = clock.part_us(Part::Context),
+        tools_us = clock.part_us(Part::Tools),
+        scoring_us = clock.part_us(Part::Scoring),
         removal_wait_us,
         "cell's own cost"
     );
@@ -413,7 +419,7 @@ async fn steps(
         let step = first_step + turn_no - 1;
         turns = turn_no;
         // In a block: the renderers borrow the state and must be gone before the await below.
-        let packed = {
+        let packed = WaitClock::time(Part::Context, || {
             let memory_view =
                 |budget: usize| Rendered::from(state.memory.as_ref().map(|m| m.render(budget)).unwrap_or_default());
             let memory_section = state.memory.is_some().then_some(&memory_view as context::Renderer<'_>);
@@ -445,8 +451,8 @@ async fn steps(
                 })?;
                 packed = pack_with(&state.compactor);
             }
-            packed
-        };
+            Ok::<_, io::Error>(packed)
+        })?;
         let turn = ask(rec, provider.as_mut(), spec, (step, turn_no), packed).await?;
         let reply = match turn.result {
             Ok(reply) => reply,
@@ -543,7 +549,7 @@ async fn steps(
                     Gate::Run(Call::DelegateReadonly { .. }) => None,
                     Gate::Run(call) => Some(async move {
                         let t0 = Instant::now();
-                        let out = run_tool(cell, call).await;
+                        let out = WaitClock::time_async(Part::Tools, run_tool(cell, call)).await;
                         (out, t0.elapsed().as_millis() as u64)
                     }),
                     Gate::Refused { .. } => None,
@@ -607,7 +613,7 @@ async fn conclude(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
-        let tests = score::run_tests(case, ws, Some(trace_path), sandbox).await;
+        let tests = WaitClock::time_async(Part::Scoring, score::run_tests(case, ws, Some(trace_path), sandbox)).await;
         match &tests.result {
             Ok(out) => {
                 let text = out.combined();
@@ -635,7 +641,8 @@ async fn conclude(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
-        let mut verifier = score::run_verifier(case, ws, trace_path, &facts, sandbox).await;
+        let mut verifier =
+            WaitClock::time_async(Part::Scoring, score::run_verifier(case, ws, trace_path, &facts, sandbox)).await;
         if let Some(extra) = extra {
             extra.add_to(&mut verifier);
         }
