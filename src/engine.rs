@@ -233,6 +233,7 @@ where
     let done = Arc::new(AtomicUsize::new(0));
     let announced: Arc<Mutex<Vec<String>>> = Arc::default();
     let pack = Arc::new(crate::trace::pack::Appender::new(run_dir));
+    let tidying: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
     let mut set = tokio::task::JoinSet::new();
     let mut kept: Vec<(usize, CellSummary)> = Vec::new();
     // The outer task only forwards the inner one's result and sends events: a panic there is a
@@ -267,8 +268,15 @@ where
             }
         }
         announce_unavailable(&cell, &announced, sink.as_ref());
-        let (sink, done, cancel, spent, announced, pack) =
-            (sink.clone(), done.clone(), cancel.clone(), spent.clone(), announced.clone(), pack.clone());
+        let (sink, done, cancel, spent, announced, pack, tidying) = (
+            sink.clone(),
+            done.clone(),
+            cancel.clone(),
+            spent.clone(),
+            announced.clone(),
+            pack.clone(),
+            tidying.clone(),
+        );
         // The cell runs in a task of its own so a panic in it is caught here as a JoinError
         // and ends that cell, not the run.
         let mut task = tokio::spawn(run(cell.clone()));
@@ -291,7 +299,7 @@ where
                 }
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
-            store_finished(&cell, &summary, &pack);
+            store_finished(&cell, &summary, &pack, &tidying);
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             // Said as soon as it is known, also when no cell of the profile is left to start.
             announce_first_failure(&cell, &announced, sink.as_ref());
@@ -303,6 +311,11 @@ where
     }
     while let Some(joined) = set.join_next().await {
         reap(joined);
+    }
+    let tidying = std::mem::take(&mut *tidying.lock().unwrap_or_else(|p| p.into_inner()));
+    for handle in tidying {
+        // A removal that panicked leaves an empty folder, which readers pass over.
+        let _ = handle.await;
     }
     if let Err(e) = pack.finish() {
         tracing::warn!("cannot sync the run's pack of traces in {}: {e}", run_dir.display());
@@ -352,14 +365,38 @@ fn panic_text(e: tokio::task::JoinError) -> String {
 /// and src/trace/pack.rs say why only then, and how). A cancelled cell is left plain:
 /// `--resume` continues or replaces it. A trace that cannot be stored stays plain, which every
 /// reader reads as well: a warning, not a failed cell.
-fn store_finished(cell: &CellPlan, summary: &CellSummary, pack: &crate::trace::pack::Appender) {
+///
+/// The cell's folder, left empty, is removed on the blocking pool (the removal waits on the
+/// file system's journal, which is not work the next cell should wait for); `execute_with`
+/// waits for every such removal before it returns.
+fn store_finished(
+    cell: &CellPlan,
+    summary: &CellSummary,
+    pack: &crate::trace::pack::Appender,
+    tidying: &Mutex<Vec<tokio::task::JoinHandle<()>>>,
+) {
     if summary.outcome.is_none_or(|o| o == Outcome::Cancelled) {
         return;
     }
-    if cell.cell_dir.join(crate::trace::stored::TRACE).exists()
-        && let Err(e) = crate::trace::stored::store_finished(pack, &cell.cell_id, &cell.cell_dir)
-    {
-        tracing::warn!(cell = %cell.cell_id, "cannot store the finished trace of {} in the run's pack: {e}; it stays plain", cell.cell_dir.display());
+    if !cell.cell_dir.join(crate::trace::stored::TRACE).exists() {
+        return;
+    }
+    match crate::trace::stored::store_finished(pack, &cell.cell_id, &cell.cell_dir) {
+        Ok(()) => {
+            let (run_dir, cell_id, cell_dir) =
+                (pack.run_dir().to_path_buf(), cell.cell_id.clone(), cell.cell_dir.clone());
+            let handle = tokio::task::spawn_blocking(move || {
+                crate::trace::stored::tidy_cell_dir(&run_dir, &cell_id, &cell_dir);
+            });
+            let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
+            // Only the removals still under way are kept: the list stays as short as the
+            // journal's backlog, however long the run.
+            tidying.retain(|h| !h.is_finished());
+            tidying.push(handle);
+        }
+        Err(e) => {
+            tracing::warn!(cell = %cell.cell_id, "cannot store the finished trace of {} in the run's pack: {e}; it stays plain", cell.cell_dir.display());
+        }
     }
 }
 

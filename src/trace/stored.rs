@@ -40,10 +40,13 @@ pub const COMPRESSED_SUFFIX: &str = ".zst";
 /// zstd's frame magic number, as it appears at the start of a file.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-/// zstd level: traces are small JSON files written once and read often, so a level well above
-/// the default pays (measured on HumanEval-shaped traces in benches/scale.rs: level 19 takes a
-/// few ms per cell; this one under 1 ms for nearly the same size).
-const LEVEL: i32 = 12;
+/// zstd level. With the dictionary, a finished trace compresses nearly as well at a low level
+/// as at a high one, and the level is paid once per cell on the engine's path, where the next
+/// cell waits for it. HC-Bench's 43 oracle traces (31 KB on average), one frame each with the
+/// dictionary, in the engine between cells (cold caches): level 12 took 2.2 ms a cell for 2,633
+/// bytes; level 5 0.57 ms, 3,094 bytes; level 3 0.36-0.40 ms, 3,255 bytes; level 1 0.14 ms,
+/// 3,632 bytes (docs/performance.md, "The engine's part of a cell").
+const LEVEL: i32 = 3;
 
 /// The dictionaries trace frames are compressed with, by the id zstd writes in each frame's
 /// header (so a frame says which one it needs, and `hcbench merge` copies frames between packs
@@ -681,15 +684,16 @@ pub fn stored_frame(path: &Path) -> io::Result<Vec<u8>> {
 /// Stores the finished plain trace of `cell`'s folder `cell_dir` in the run's pack (see the
 /// module doc), then removes the plain file, the cell's `workspace` link when the run's one
 /// `workspaces` link reaches the same folder (src/workspace.rs), and the folder when that
-/// leaves it empty. A crash after the append leaves the plain file too: readers read it (the
-/// same bytes) and `--resume` finishes the move ([`settle`]).
+/// leaves it empty ([`tidy_cell_dir`], which the caller may run on another thread: removing a
+/// folder waits on the file system's journal, 0.1-2 ms here). A crash after the append leaves
+/// the plain file too: readers read it (the same bytes) and `--resume` finishes the move
+/// ([`settle`]).
 pub fn store_finished(pack: &Appender, cell: &str, cell_dir: &Path) -> io::Result<()> {
     let trace = cell_dir.join(TRACE);
     let plain = std::fs::read(&trace)?;
     let frame = compress_frame(&plain)?;
     pack.append(cell, &frame)?;
     std::fs::remove_file(&trace)?;
-    tidy_cell_dir(pack.run_dir(), cell, cell_dir);
     Ok(())
 }
 
@@ -719,7 +723,7 @@ pub fn settle(writer: &mut PackWriter, run_dir: &Path, cell: &str, cell_dir: &Pa
 
 /// Removes what a finished cell's folder no longer needs: its `workspace` link when the run's
 /// `workspaces` link reaches the same place, then the folder itself when it is empty.
-fn tidy_cell_dir(run_dir: &Path, cell: &str, cell_dir: &Path) {
+pub fn tidy_cell_dir(run_dir: &Path, cell: &str, cell_dir: &Path) {
     let link = cell_dir.join("workspace");
     if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
         let through_run = crate::workspace::of_cell(run_dir, cell).canonicalize().ok();
