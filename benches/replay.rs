@@ -316,7 +316,7 @@ fn main() {
         fold
     );
     println!(
-        "replay of the trace stored in its run's pack (zstd level 12, {:.1} MB, {:.1}x smaller): {:.0} MB/s of plain bytes ({:.2}x the scan floor)",
+        "replay of the trace stored in its run's pack (zstd, the engine's level, {:.1} MB, {:.1}x smaller): {:.0} MB/s of plain bytes ({:.2}x the scan floor)",
         frame.len() as f64 / 1e6,
         bytes / frame.len() as f64,
         mbs(from_pack),
