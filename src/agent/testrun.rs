@@ -125,7 +125,14 @@ impl Prepared {
             }
         };
         let nonce = nonce();
-        std::fs::write(folder.path().join("nonce"), &nonce)?;
+        // A new file, never through a name already there (`O_EXCL` follows no symlink): the
+        // folder is empty unless something put an entry in it since it was made or emptied.
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(folder.path().join("nonce"))?
+            .write_all(nonce.as_bytes())?;
         Ok(Prepared { folder, bin, script, nonce, mounts })
     }
 
