@@ -10,13 +10,13 @@
 //! `runs/` writable), the run's folder is fresh, made after every earlier command of the cell
 //! ended, so nothing the agent ran can have written to it, and removed afterwards. Else it is
 //! one of the process's run folders under the system temp folder, emptied after each run
-//! ([`RunnerHome`] says why that is as safe there), bound for this command alone. The script
+//! (`RunnerHome` says why that is as safe there), bound for this command alone. The script
 //! is in `bin/`. hcbench puts a random nonce file in the run's folder; the runner reads and
 //! removes it before importing any test module and copies the nonce into its results, so a
-//! results file written by the code under test does not carry it. The results are judged by [`judge`], a plain function: tests passed
-//! iff the command exited 0, the results are complete, carry the nonce, report no tampering,
-//! every test the case requires is there and passed, and every other test that ran did not
-//! fail (at least one ran).
+//! results file written by the code under test does not carry it. The results are judged by
+//! [`judge`], a plain function: tests passed iff the command exited 0, the results are
+//! complete, carry the nonce, report no tampering, every test the case requires is there and
+//! passed, and every other test that ran did not fail (at least one ran).
 //!
 //! The limit, written down in docs/security.md: the runner shares its process with the code
 //! under test, so code written against this runner (reading the nonce out of the runner's
@@ -24,7 +24,7 @@
 //! results, the verifier and the benchmark out of reach of everything outside that process.
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -127,7 +127,6 @@ impl Prepared {
         let nonce = nonce();
         // A new file, never through a name already there (`O_EXCL` follows no symlink): the
         // folder is empty unless something put an entry in it since it was made or emptied.
-        use std::io::Write as _;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -163,14 +162,16 @@ impl Prepared {
 /// folder that had files waits on ext4's journal. A Python loop doing a run's file operations
 /// here (2026-11-25, loaded machine): 9-10 ms a run with a fresh folder holding `bin/` and
 /// `results/`, 3.6 ms with one fresh folder, 0.13-0.19 ms in a kept folder emptied with
-/// unlinks. Why that is as safe: outside
-/// a cell's sandbox, either nothing isolates the agent's commands (`--sandbox none`, whose
-/// reports say that its verdicts carry no protection against forged results), or each command
-/// has a sandbox of its own that binds only its own mounts, so no command of the agent can
-/// reach this folder, and a command of the runner binds only its own run's folder writable.
-/// In a cell's sandbox, where `runs/` is writable by every command of the cell, each run keeps
-/// a fresh folder. Either way a script is checked against the binary's before every run (and
-/// written again when it differs or was removed), and the nonce is new.
+/// unlinks.
+///
+/// Why that is as safe: outside a cell's sandbox, either nothing isolates the agent's commands
+/// (`--sandbox none`, whose reports say that its verdicts carry no protection against forged
+/// results), or each command has a sandbox of its own that binds only its own mounts, so no
+/// command of the agent can reach this folder, and a command of the runner binds only its own
+/// run's folder writable. In a cell's sandbox, where `runs/` is writable by every command of
+/// the cell, each run keeps a fresh folder. Either way a script is checked against the
+/// binary's before every run (and written again when it differs or was removed), and the
+/// nonce is new.
 struct RunnerHome {
     /// The process's folder.
     dir: PathBuf,
