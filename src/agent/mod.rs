@@ -884,7 +884,8 @@ impl Turn<'_, '_> {
 /// process groups.
 ///
 /// The file tools that touch one file or one bounded listing (read, write, edit, list: at most
-/// [`tools::MAX_ENTRIES`] names) run here too, on the cell's task. They used to hop to the
+/// [`tools::MAX_ENTRIES`] names shown, though a folder with far more entries is still read
+/// whole to sort it) run here too, on the cell's task. They used to hop to the
 /// blocking pool so that a file system that hangs would block only that thread, but the hop
 /// bought nothing: the checkpoint walk right after the step, the trace writes and the fixture
 /// copy touch the same files on the cell's task, so such a file system hangs the cell anyway.
