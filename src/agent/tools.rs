@@ -51,7 +51,7 @@ impl ToolOutput {
 }
 
 /// Most entries `list_files` and `search_code` return before saying "more".
-const MAX_ENTRIES: usize = 2000;
+pub(crate) const MAX_ENTRIES: usize = 2000;
 
 /// Estimated tokens of the `repo_map` tool's output: room for the few dozen most relevant
 /// files with their symbols, well under the preview limit the loop shows the model.
