@@ -75,6 +75,8 @@ pub const DIR: &str = "checkpoint";
 const BLOBS: &str = "blobs";
 /// The contents a cell stored, appended one record each: `<sha256> <size>\n`, the bytes, `\n`.
 const PACK: &str = "blobs.pack";
+/// A scan's new contents are appended at its end, or as soon as they pass this.
+const PACK_WRITE_BYTES: usize = 8 << 20;
 /// The two checkpoint files a cell writes in turn: each save overwrites the one the last
 /// `checkpoint` event does not name, in place (no new file, no rename, no removal per step).
 const SLOTS: [&str; 2] = ["state-1.json", "state-2.json"];
@@ -229,9 +231,10 @@ pub struct Digests {
     pack_path: PathBuf,
     pack_len: u64,
     pack: Option<std::fs::File>,
-    /// Records of this scan, appended in one write at its end (before the checkpoint file).
+    /// Records of this scan, appended in one write at its end (before the checkpoint file), or
+    /// sooner when they pass [`PACK_WRITE_BYTES`].
     unwritten: Vec<u8>,
-    unwritten_shas: Vec<String>,
+    unwritten_shas: HashSet<String>,
     /// Contents in the pack (or, from older runs, under `blobs/`).
     stored: HashSet<String>,
     /// When false (the first scan of a fresh workspace, a verification), contents are not kept.
@@ -296,7 +299,7 @@ impl Digests {
             pack_len,
             pack: None,
             unwritten: Vec::new(),
-            unwritten_shas: Vec::new(),
+            unwritten_shas: HashSet::new(),
             stored,
             keep: false,
             baseline: HashMap::new(),
@@ -327,15 +330,20 @@ impl Digests {
     }
 
     /// Keeps the content `sha` for the pack unless it is stored already (written at the end
-    /// of the scan, [`Digests::write_pack`]).
-    fn keep_blob(&mut self, sha: &str, bytes: &[u8]) {
-        if self.stored.contains(sha) || self.unwritten_shas.iter().any(|s| s == sha) {
-            return;
+    /// of the scan, [`Digests::write_pack`], or now when a scan's new contents grow large: a
+    /// scan reads one file at a time, and its records are not held in memory all together).
+    fn keep_blob(&mut self, sha: &str, bytes: &[u8]) -> io::Result<()> {
+        if self.stored.contains(sha) || self.unwritten_shas.contains(sha) {
+            return Ok(());
         }
         self.unwritten.extend_from_slice(format!("{sha} {}\n", bytes.len()).as_bytes());
         self.unwritten.extend_from_slice(bytes);
         self.unwritten.push(b'\n');
-        self.unwritten_shas.push(sha.to_string());
+        self.unwritten_shas.insert(sha.to_string());
+        if self.unwritten.len() > PACK_WRITE_BYTES {
+            self.write_pack()?;
+        }
+        Ok(())
     }
 
     /// Appends the scan's new contents to the pack in one write: one file per cell, opened
@@ -513,7 +521,7 @@ impl Digests {
                                     self.hashed += 1;
                                     let sha = sha256_hex(&bytes);
                                     if self.keep && self.baseline.get(&rel) != Some(&sha) {
-                                        self.keep_blob(&sha, &bytes);
+                                        self.keep_blob(&sha, &bytes)?;
                                     }
                                     if let Some(c) = copy.as_ref().filter(|c| c.settled) {
                                         fixture_digests().insert(c.source.clone(), (c.stat, sha.clone()));
@@ -1606,12 +1614,19 @@ mod tests {
         assert_eq!(std::fs::read(&pack).unwrap(), whole, "cut back to its whole records");
         again.scan().unwrap();
         tree(&ws, &[("e.py", "three\n")]);
-        let want = again.scan().unwrap();
+        again.scan().unwrap();
         assert_eq!(stored(&cell).len(), 3, "the next record readable after the earlier ones");
+        // Contents larger than one append's bound are written as they come, whole all the same.
+        let big = "z".repeat(PACK_WRITE_BYTES + 1);
+        tree(&ws, &[("big.txt", big.as_str()), ("f.py", "four\n")]);
+        let want = again.scan().unwrap();
+        let all = stored(&cell);
+        assert_eq!((all.len(), all.get(&sha256_hex(big.as_bytes())).map(Vec::len)), (5, Some(big.len())));
         std::fs::remove_dir_all(&ws).unwrap();
         restore(&fixture, &ws, &link, &cell, &want).unwrap();
         assert!(verify(&ws, &cell, &want).is_ok());
         assert_eq!(std::fs::read_to_string(ws.join("e.py")).unwrap(), "three\n");
+        assert_eq!(std::fs::read(ws.join("big.txt")).unwrap().len(), big.len());
     }
 
     #[test]
