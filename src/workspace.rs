@@ -8,11 +8,18 @@
 //! any other cell folder links to it (`workspace`). Files are reflinked where the filesystem supports it (copy-on-write, so a
 //! later write never reaches the fixture) and copied otherwise; hard links are never used
 //! because they would share mutable bytes. Symlinks are recreated as symlinks, not followed, so
-//! the policy sees the same tree the fixture has.
+//! the policy sees the same tree the fixture has. A copied file keeps its fixture file's
+//! modification time (as `cp -p` does): a later write always moves it, whatever the file
+//! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
+//! (src/agent/checkpoint.rs). What a copy made is kept for the first digests of the workspace
+//! ([`take_copied`]).
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot create workspace {dest} from fixture {fixture}: {source}")]
@@ -37,8 +44,10 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         fs::create_dir_all(parent).map_err(wrap)?;
     }
     fs::create_dir(dest).map_err(wrap)?;
-    copy_tree(fixture, dest, &mut Reflink::Untried).map_err(wrap)?;
+    let mut copied = Copied { started: SystemTime::now(), files: HashMap::new() };
+    copy_tree(fixture, dest, &mut Reflink::Untried, "", &mut copied).map_err(wrap)?;
     let dest = dest.canonicalize().map_err(wrap)?;
+    keep_copied(&dest, copied);
     if link != dest
         && let Some(target) = link_target(&dest, link).map_err(wrap)?
     {
@@ -106,26 +115,78 @@ enum Reflink {
     Unsupported,
 }
 
-fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink) -> io::Result<()> {
+/// What one [`fresh`] copy made, for the workspace's first digests: per regular file copied
+/// by [`copy_file`] (by its workspace path, `/`-separated, lossy as the digests name paths), the
+/// fixture file it came from and that file's stat taken after its bytes were copied (or
+/// reflinked).
+pub struct Copied {
+    /// When the copy began: a fixture file whose stat has not moved since well before this
+    /// (the checkpoint's racy window) had the same content all through the copy.
+    pub started: SystemTime,
+    pub files: HashMap<String, (PathBuf, rustix::fs::Stat)>,
+}
+
+/// The copies made and not yet taken, by canonical workspace path. Bounded: a workspace whose
+/// copy is never asked for (a cell without checkpoints) must not keep its entry for the whole
+/// run, so a full registry starts over (a lost entry only costs its workspace a hash per file).
+static COPIED: Mutex<Vec<(PathBuf, Copied)>> = Mutex::new(Vec::new());
+const COPIED_KEPT: usize = 64;
+
+fn keep_copied(dest: &Path, copied: Copied) {
+    let mut all = COPIED.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(ws, _)| ws != dest);
+    if all.len() >= COPIED_KEPT {
+        all.clear();
+    }
+    all.push((dest.to_path_buf(), copied));
+}
+
+/// What the last [`fresh`] copy into the workspace `ws` (canonical) made, once.
+pub fn take_copied(ws: &Path) -> Option<Copied> {
+    let mut all = COPIED.lock().unwrap_or_else(|e| e.into_inner());
+    let at = all.iter().position(|(dest, _)| dest == ws)?;
+    Some(all.swap_remove(at).1)
+}
+
+fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &mut Copied) -> io::Result<()> {
     for entry in fs::read_dir(src)? {
         let entry = entry?;
         let from = entry.path();
         let to = dst.join(entry.file_name());
         let ty = entry.file_type()?;
+        let name = entry.file_name();
+        let path = match rel {
+            "" => name.to_string_lossy().into_owned(),
+            _ => format!("{rel}/{}", name.to_string_lossy()),
+        };
         if ty.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
         } else if ty.is_dir() {
             fs::create_dir(&to)?;
-            copy_tree(&from, &to, reflink)?;
+            copy_tree(&from, &to, reflink, &path, copied)?;
         } else if ty.is_file() {
             // A failed reflink creates the file, fails and removes it before the copy creates
             // it again: on a file system without reflinks (ext4) that tripled the cost of every
             // file of the copy, so only the first file asks.
             if *reflink == Reflink::Unsupported {
-                copy_file(&from, &to)?;
+                let stat = copy_file(&from, &to)?;
+                copied.files.insert(path, (from, stat));
             } else {
-                let copied = reflink_copy::reflink_or_copy(&from, &to)?;
-                *reflink = if copied.is_some() { Reflink::Unsupported } else { Reflink::Works };
+                let made = reflink_copy::reflink_or_copy(&from, &to)?;
+                *reflink = if made.is_some() { Reflink::Unsupported } else { Reflink::Works };
+                // The fixture file's modification time, as copy_file gives it (by path: the
+                // copy may be read-only, and its owner may set its times all the same).
+                let st = rustix::fs::lstat(&from)?;
+                let omit = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT };
+                let times = rustix::fs::Timestamps {
+                    last_access: omit,
+                    last_modification: rustix::fs::Timespec {
+                        tv_sec: st.st_mtime as _,
+                        tv_nsec: st.st_mtime_nsec as _,
+                    },
+                };
+                rustix::fs::utimensat(rustix::fs::CWD, &to, &times, rustix::fs::AtFlags::empty())?;
+                copied.files.insert(path, (from, st));
             }
         }
     }
@@ -136,8 +197,9 @@ fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink) -> io::Result<()> {
 /// `std::fs::copy` does, in fewer calls: the target is created with its mode (so it needs no
 /// `fchmod` unless the umask took bits away) and its length is known, so the copy ends without
 /// a last call to find the end. A fixture copy is a few of these per file, hundreds per cell on
-/// the larger fixtures.
-fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
+/// the larger fixtures. The copy gets `from`'s modification time; returns `from`'s stat as it
+/// is after the copy (a write to it during the copy shows there).
+fn copy_file(from: &Path, to: &Path) -> io::Result<rustix::fs::Stat> {
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     let source = fs::File::open(from)?;
     let meta = source.metadata()?;
@@ -162,7 +224,8 @@ fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    target.set_modified(meta.modified()?)?;
+    Ok(rustix::fs::fstat(&source)?)
 }
 
 /// This process's umask, from /proc (reading it with umask(2) would change it for a moment, for
@@ -228,5 +291,13 @@ mod tests {
             assert_eq!(mode(&ws, name), mode(&fixture, name), "{name}");
         }
         assert_eq!((mode(&ws, "run.sh"), mode(&ws, "empty.txt")), (0o751, 0o600));
+        for name in ["run.sh", "empty.txt", "big.bin"] {
+            let mtime = |dir: &Path| fs::metadata(dir.join(name)).unwrap().modified().unwrap();
+            assert_eq!(mtime(&ws), mtime(&fixture), "{name} keeps its fixture file's modification time");
+        }
+        // What the copy made, for the workspace's first digests, once.
+        let copied = take_copied(&ws).expect("the copy's facts");
+        assert_eq!(copied.files.len(), 3, "every file (the first one too, when reflinks fail)");
+        assert!(take_copied(&ws).is_none());
     }
 }

@@ -19,13 +19,21 @@
 //! by a stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
 //! it changed so recently (50 ms) that the file system's coarse clock could hide a second write, and a
 //! folder is listed again only when its own stat moved (or within that window). Every content
-//! hashed after the cell started is also kept in a content-addressed store
-//! (`checkpoint/blobs/<sha256>`), so a workspace can always be rebuilt: a fresh copy of the
+//! hashed after the cell started is also kept, once, in an append-only store of the cell
+//! (`checkpoint/blobs.pack`, one record per content: a scan's new contents are one write, not a
+//! file each; runs before 2026-11-25 wrote `checkpoint/blobs/<sha256>`, which a resume still
+//! reads), so a workspace can always be rebuilt: a fresh copy of the
 //! fixture, the stored contents over it, the paths the checkpoint does not have removed. A
 //! content the first scan found at the same path is not stored: a rebuild has it already (the
-//! fixture's copy, or after a resume a content stored before). A fresh copy's files are all
-//! within the racy window at the first scan, so the first checkpoint hashes them again; without
-//! this rule it stored the whole fixture, one blob file per file, in every cell.
+//! fixture's copy, or after a resume a content stored before).
+//!
+//! The first scan of a fresh copy reads no file the process has digested before: the copy
+//! ([`crate::workspace::fresh`]) says what it made (each file's fixture file and that file's
+//! stat after the copy), and a per-process cache of fixture digests, kept by the stat cache's
+//! rule, gives each copy's digest; only a fixture's first cell (or a fixture file changed since)
+//! reads its copies. A copy keeps its fixture file's modification time, so it is not inside the
+//! racy window: any write moves that time, however soon after the copy, and the checkpoint after
+//! the first step that may write does not hash every fixture file a second time.
 //!
 //! A resume ([`resume`]) trusts nothing it did not check: the file must be the one the trace's
 //! last `checkpoint` event names (sha256), of this schema, of this run and cell, at the trace
@@ -63,7 +71,12 @@ use crate::util::sha256_hex;
 pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;
 /// The cell directory's folder of checkpoint files and stored contents.
 pub const DIR: &str = "checkpoint";
+/// Contents stored one file each (`blobs/<sha256>`), as runs before 2026-11-25 did: still read.
 const BLOBS: &str = "blobs";
+/// The contents a cell stored, appended one record each: `<sha256> <size>\n`, the bytes, `\n`.
+const PACK: &str = "blobs.pack";
+/// A scan's new contents are appended at its end, or as soon as they pass this.
+const PACK_WRITE_BYTES: usize = 8 << 20;
 /// The two checkpoint files a cell writes in turn: each save overwrites the one the last
 /// `checkpoint` event does not name, in place (no new file, no rename, no removal per step).
 const SLOTS: [&str; 2] = ["state-1.json", "state-2.json"];
@@ -214,7 +227,15 @@ pub struct Digests {
     cache: HashMap<String, (Stat, bool, String)>,
     /// Per folder (by workspace path), its names as last read.
     listings: HashMap<String, Listing>,
-    blobs: PathBuf,
+    /// `checkpoint/blobs.pack`, its length in whole records, and its handle once appended to.
+    pack_path: PathBuf,
+    pack_len: u64,
+    pack: Option<std::fs::File>,
+    /// Records of this scan, appended in one write at its end (before the checkpoint file), or
+    /// sooner when they pass [`PACK_WRITE_BYTES`].
+    unwritten: Vec<u8>,
+    unwritten_shas: HashSet<String>,
+    /// Contents in the pack (or, from older runs, under `blobs/`).
     stored: HashSet<String>,
     /// When false (the first scan of a fresh workspace, a verification), contents are not kept.
     keep: bool,
@@ -222,35 +243,147 @@ pub struct Digests {
     baseline: HashMap<String, String>,
     /// What the last scan found, for a checkpoint after a step that changed no file.
     last: Option<BTreeMap<String, Entry>>,
+    /// For the first scan of a fresh copy: what the copy made ([`crate::workspace::take_copied`]).
+    copied: Option<crate::workspace::Copied>,
+    /// Files read and hashed so far (the tests' measure of what a scan had to read).
+    hashed: usize,
+}
+
+/// The digests of fixture files, by their path, with the stat each was taken under: the fixture
+/// cache of the first digests. Every cell of a fixture copies the same files; once one cell has
+/// hashed a copy, the others take its digest while the fixture file's stat has not moved (the
+/// stat cache's rule, applied to the fixture: an entry is made only from a copy of a file that
+/// was settled before its copy began). One per process, as large as the fixtures' files.
+static FIXTURE_DIGESTS: std::sync::LazyLock<std::sync::Mutex<HashMap<PathBuf, (Stat, String)>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn fixture_digests() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (Stat, String)>> {
+    FIXTURE_DIGESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A copied file as its copy left it: its fixture file, that file's stat after the copy, and
+/// whether that stat was settled before the copy began.
+struct CopyOf {
+    source: PathBuf,
+    stat: Stat,
+    settled: bool,
 }
 
 impl Digests {
-    /// Digests of `ws`, storing contents under `cell_dir/checkpoint/blobs`.
+    /// Digests of `ws`, storing contents in `cell_dir/checkpoint/blobs.pack`. What the pack
+    /// holds already (a resumed cell's) is read; a last record cut short (a kill in the middle
+    /// of an append, of contents no checkpoint names yet) is cut off, so the next append starts
+    /// a record of its own.
     pub fn new(ws: &Path, cell_dir: &Path) -> Digests {
-        let blobs = cell_dir.join(DIR).join(BLOBS);
-        let stored = std::fs::read_dir(&blobs)
+        let mut stored: HashSet<String> = std::fs::read_dir(cell_dir.join(DIR).join(BLOBS))
             .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
+        let pack_path = cell_dir.join(DIR).join(PACK);
+        let mut pack_len = 0;
+        if let Ok(bytes) = std::fs::read(&pack_path) {
+            let (records, whole) = pack_records(&bytes);
+            stored.extend(records.into_keys().map(str::to_string));
+            pack_len = whole as u64;
+            if whole < bytes.len() {
+                let cut = std::fs::OpenOptions::new().write(true).open(&pack_path).and_then(|f| f.set_len(pack_len));
+                if let Err(e) = cut {
+                    tracing::warn!("cannot cut {} to its last whole record: {e}", pack_path.display());
+                }
+            }
+        }
         Digests {
             root: ws.to_path_buf(),
             cache: HashMap::new(),
             listings: HashMap::new(),
-            blobs,
+            pack_path,
+            pack_len,
+            pack: None,
+            unwritten: Vec::new(),
+            unwritten_shas: HashSet::new(),
             stored,
             keep: false,
             baseline: HashMap::new(),
             last: None,
+            copied: None,
+            hashed: 0,
         }
     }
 
-    /// Writes the blob `sha` unless it is stored already. Renamed into place from a temporary
-    /// name, so a blob file is always whole: a killed process leaves at most a stray temporary.
+    /// The first scan takes what [`crate::workspace::fresh`] made in `ws`, if it knows.
+    fn after_copy(mut self, ws: &Path) -> Digests {
+        self.copied = crate::workspace::take_copied(ws);
+        self
+    }
+
+    /// `rel`'s fixture file when the workspace file at `rel` (stated as `stat`) is as its copy
+    /// left it: the fixture file's size, and its modification time, which the copy gave it.
+    fn copy_of(&self, rel: &str, stat: &Stat) -> Option<CopyOf> {
+        let copied = self.copied.as_ref()?;
+        let (source, st) = copied.files.get(rel)?;
+        let source_stat = Stat::of(st);
+        if source_stat.size != stat.size || source_stat.mtime_ns != stat.mtime_ns {
+            return None;
+        }
+        let started = copied.started.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let settled = started - source_stat.mtime_ns.max(source_stat.ctime_ns) > RACY_NS;
+        Some(CopyOf { source: source.clone(), stat: source_stat, settled })
+    }
+
+    /// Keeps the content `sha` for the pack unless it is stored already (written at the end
+    /// of the scan, [`Digests::write_pack`], or now when a scan's new contents grow large: a
+    /// scan reads one file at a time, and its records are not held in memory all together).
     fn keep_blob(&mut self, sha: &str, bytes: &[u8]) -> io::Result<()> {
-        if !self.stored.contains(sha) {
-            write_whole(&self.blobs, sha, bytes)?;
-            self.stored.insert(sha.to_string());
+        if self.stored.contains(sha) || self.unwritten_shas.contains(sha) {
+            return Ok(());
+        }
+        self.unwritten.extend_from_slice(format!("{sha} {}\n", bytes.len()).as_bytes());
+        self.unwritten.extend_from_slice(bytes);
+        self.unwritten.push(b'\n');
+        self.unwritten_shas.insert(sha.to_string());
+        if self.unwritten.len() > PACK_WRITE_BYTES {
+            self.write_pack()?;
         }
         Ok(())
+    }
+
+    /// Appends the scan's new contents to the pack in one write: one file per cell, opened
+    /// once, instead of a temporary file, a write and a rename per content (a git commit makes
+    /// five to ten). Not synced (see the module's doc). A failed append is cut back off, so a
+    /// later one never follows a broken record.
+    fn write_pack(&mut self) -> io::Result<()> {
+        if self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let written = self.append_pack();
+        let records = std::mem::take(&mut self.unwritten);
+        let shas = std::mem::take(&mut self.unwritten_shas);
+        match written {
+            Ok(()) => {
+                self.pack_len += records.len() as u64;
+                self.stored.extend(shas);
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(pack) = self.pack.take() {
+                    let _ = pack.set_len(self.pack_len);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn append_pack(&mut self) -> io::Result<()> {
+        if self.pack.is_none() {
+            let open = || std::fs::OpenOptions::new().create(true).append(true).open(&self.pack_path);
+            self.pack = Some(match open() {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(self.pack_path.parent().expect("checkpoint/blobs.pack has a folder"))?;
+                    open()?
+                }
+                other => other?,
+            });
+        }
+        self.pack.as_mut().expect("opened above").write_all(&self.unwritten)
     }
 
     /// Every path of the workspace now. Files whose stat changed since the last scan are
@@ -261,10 +394,13 @@ impl Digests {
         let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         // The workspace's own folder is always listed (it is where the agent writes most).
         self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
+        self.write_pack()?;
         self.cache.retain(|path, _| out.contains_key(path));
         self.listings.retain(|path, _| matches!(out.get(path), Some(Entry::Dir)));
         // From here on, every new content is one a restore may need.
         self.keep = true;
+        // What the copy made is the first scan's only: anything may have written since.
+        self.copied = None;
         Ok(out)
     }
 
@@ -372,14 +508,38 @@ impl Digests {
                     let sha = match self.cache.get(&rel) {
                         Some((cached, true, sha)) if *cached == stat => sha.clone(),
                         _ => {
-                            let bytes = read_at(dir, &at, stat.size)?;
-                            let sha = sha256_hex(&bytes);
+                            // The first scan of a fresh copy: a file as the copy left it has its
+                            // fixture file's content, whose digest another cell may have taken.
+                            let copy = self.copy_of(&rel, &stat);
+                            let known = copy.as_ref().filter(|c| c.settled).and_then(|c| {
+                                fixture_digests().get(&c.source).filter(|(st, _)| *st == c.stat).map(|(_, s)| s.clone())
+                            });
+                            let sha = match known {
+                                Some(sha) => sha,
+                                None => {
+                                    let bytes = read_at(dir, &at, stat.size)?;
+                                    self.hashed += 1;
+                                    let sha = sha256_hex(&bytes);
+                                    if self.keep && self.baseline.get(&rel) != Some(&sha) {
+                                        self.keep_blob(&sha, &bytes)?;
+                                    }
+                                    if let Some(c) = copy.as_ref().filter(|c| c.settled) {
+                                        fixture_digests().insert(c.source.clone(), (c.stat, sha.clone()));
+                                    }
+                                    sha
+                                }
+                            };
                             if !self.keep {
                                 self.baseline.insert(rel.clone(), sha.clone());
-                            } else if self.baseline.get(&rel) != Some(&sha) {
-                                self.keep_blob(&sha, &bytes)?;
                             }
-                            let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
+                            // A copy has its fixture file's modification time, long past: any
+                            // write moves it, however soon after the copy, so its stat is
+                            // trusted from now on (its ctime, the copy's, is recent; only a
+                            // write that also set that exact modification time back within the
+                            // clock tick of the copy would go unseen). Anything else is trusted
+                            // once its last change, of either time, is outside the racy window.
+                            let changed = if copy.is_some() { stat.mtime_ns } else { stat.mtime_ns.max(stat.ctime_ns) };
+                            let settled = now - changed > RACY_NS;
                             self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
                             sha
                         }
@@ -412,22 +572,24 @@ fn read_at(dir: BorrowedFd<'_>, name: &OsStr, size: u64) -> io::Result<Vec<u8>> 
     Ok(bytes)
 }
 
-/// Writes `dir/name` whole: into `dir/.name.tmp`, then renamed into place, so every reader and
-/// a later process find the old file or the new one, never part of one. Not synced (see the
-/// module's doc). `dir` is made on the first write that finds it missing, so a cell's many
-/// writes cost no `mkdir` each. One writer per cell directory (the cell's own task) is what
-/// makes the fixed temporary name safe.
-fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let write = |tmp: &Path| std::fs::File::create(tmp).and_then(|mut f| f.write_all(bytes));
-    match write(&tmp) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)?;
-            write(&tmp)?;
+/// The whole records of a pack (`blobs.pack`): by sha256, where its bytes are; and the length
+/// of the records that are whole. Reading stops at the first record that is not (a last one cut
+/// short by a kill).
+fn pack_records(pack: &[u8]) -> (HashMap<&str, std::ops::Range<usize>>, usize) {
+    let mut records = HashMap::new();
+    let mut at = 0;
+    while let Some(nl) = pack[at..].iter().position(|b| *b == b'\n') {
+        let header = std::str::from_utf8(&pack[at..at + nl]).ok().and_then(|h| h.split_once(' '));
+        let Some((sha, size)) = header.and_then(|(sha, n)| Some((sha, n.parse::<usize>().ok()?))) else { break };
+        let start = at + nl + 1;
+        let end = start.saturating_add(size);
+        if end >= pack.len() || pack[end] != b'\n' {
+            break;
         }
-        other => other?,
+        records.insert(sha, start..end);
+        at = end + 1;
     }
-    std::fs::rename(&tmp, dir.join(name))
+    (records, at)
 }
 
 /// A checkpoint written, not yet named by its event.
@@ -453,12 +615,16 @@ pub struct Checkpointer {
     committed: Option<PathBuf>,
     /// The file written last, until its event is.
     pending: Option<PathBuf>,
+    /// The two slot files, open for writing once each: a save writes into the open file rather
+    /// than opening and closing its whole path again (a path resolution under the run
+    /// directory, twice per step).
+    slots: [Option<std::fs::File>; 2],
 }
 
 impl Checkpointer {
     /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
     pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
-        let mut digests = Digests::new(ws, cell_dir);
+        let mut digests = Digests::new(ws, cell_dir).after_copy(ws);
         digests.current(true)?;
         Ok(Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
@@ -468,6 +634,7 @@ impl Checkpointer {
             logged: HashSet::new(),
             committed: None,
             pending: None,
+            slots: [None, None],
         })
     }
 
@@ -556,26 +723,29 @@ impl Checkpointer {
         let text = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
         // The slot the last event does not name: that one stays whole whatever happens to this
         // write, and a kill in the middle leaves a file whose sha256 no event names.
-        let slot = if self.committed.as_deref() == Some(self.cell_dir.join(DIR).join(SLOTS[0]).as_path()) {
-            SLOTS[1]
-        } else {
-            SLOTS[0]
+        let slot = match self.committed.as_deref() {
+            Some(p) if p == self.cell_dir.join(DIR).join(SLOTS[0]) => 1,
+            _ => 0,
         };
-        let rel = format!("{DIR}/{slot}");
+        let rel = format!("{DIR}/{}", SLOTS[slot]);
         let path = self.cell_dir.join(&rel);
         // Written over the old content from its start, then cut to the new length; never
         // truncated to nothing first: ext4 takes a write after a truncation to zero for a
         // replacement and flushes the file when it is closed (auto_da_alloc), which measured
         // 1-2 ms a write here against 20-50 us for this.
         let open = || std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path);
-        let file = match open() {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(self.cell_dir.join(DIR))?;
-                open()?
-            }
-            other => other?,
+        let file = match self.slots[slot].take() {
+            Some(file) => file,
+            None => match open() {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(self.cell_dir.join(DIR))?;
+                    open()?
+                }
+                other => other?,
+            },
         };
-        std::os::unix::fs::FileExt::write_all_at(&file, &text, 0)?;
+        let file = &*self.slots[slot].insert(file);
+        std::os::unix::fs::FileExt::write_all_at(file, &text, 0)?;
         file.set_len(text.len() as u64)?;
         self.pending = Some(path);
         Ok(Saved {
@@ -823,6 +993,7 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
             logged,
             committed: Some(file),
             pending: None,
+            slots: [None, None],
         },
         checkpoint,
         ws,
@@ -1016,7 +1187,7 @@ pub fn restore(
         std::fs::remove_file(link)?;
     }
     let ws = crate::workspace::fresh(fixture, ws, link).map_err(|e| io::Error::other(e.to_string()))?;
-    let mut fresh = Digests::new(&ws, cell_dir);
+    let mut fresh = Digests::new(&ws, cell_dir).after_copy(&ws);
     let copied = fresh.scan()?;
     // Children sort after their parents: remove from the end.
     for (path, entry) in copied.iter().rev() {
@@ -1031,6 +1202,12 @@ pub fn restore(
         }
     }
     let blobs = cell_dir.join(DIR).join(BLOBS);
+    let pack = match std::fs::read(cell_dir.join(DIR).join(PACK)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let (in_pack, _) = pack_records(&pack);
     for (path, entry) in entries {
         let p = ws.join(path);
         match entry {
@@ -1041,10 +1218,15 @@ pub fn restore(
                 }
             }
             Entry::File { sha256, mode, .. } => {
-                let stored = blobs.join(sha256);
                 let matches = matches!(copied.get(path), Some(Entry::File { sha256: s, .. }) if s == sha256);
-                if !matches && stored.is_file() {
-                    std::fs::write(&p, std::fs::read(&stored)?)?;
+                if !matches {
+                    // From the pack, or a file of the older layout. A content found in neither
+                    // is left as it is, and the verification after the rebuild refuses it.
+                    match in_pack.get(sha256.as_str()) {
+                        Some(range) => std::fs::write(&p, &pack[range.clone()])?,
+                        None if blobs.join(sha256).is_file() => std::fs::write(&p, std::fs::read(blobs.join(sha256))?)?,
+                        None => {}
+                    }
                 }
                 if p.is_file() {
                     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode))?;
@@ -1092,6 +1274,12 @@ pub fn resumable(cell_dir: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// The contents a cell stored, by sha256.
+    fn stored(cell: &Path) -> BTreeMap<String, Vec<u8>> {
+        let pack = std::fs::read(cell.join(DIR).join(PACK)).unwrap_or_default();
+        pack_records(&pack).0.into_iter().map(|(sha, range)| (sha.to_string(), pack[range].to_vec())).collect()
+    }
+
     fn tree(root: &Path, files: &[(&str, &str)]) {
         for (path, text) in files {
             let p = root.join(path);
@@ -1108,14 +1296,14 @@ mod tests {
         let mut d = Digests::new(&ws, &cell);
         let first = d.scan().unwrap();
         assert_eq!(first.len(), 3, "two files and a folder: {first:?}");
-        assert!(!cell.join(DIR).join(BLOBS).exists(), "the baseline is the fixture: nothing stored");
+        assert!(!cell.join(DIR).join(PACK).exists(), "the baseline is the fixture: nothing stored");
         std::fs::write(ws.join("a.py"), "x = 10\n").unwrap();
         std::fs::remove_file(ws.join("pkg/b.py")).unwrap();
         let second = d.scan().unwrap();
         let Some(Entry::File { sha256, size, .. }) = second.get("a.py") else { panic!("{second:?}") };
         assert_eq!((sha256.as_str(), *size), (sha256_hex(b"x = 10\n").as_str(), 7));
         assert!(!second.contains_key("pkg/b.py"));
-        assert_eq!(std::fs::read(cell.join(DIR).join(BLOBS).join(sha256)).unwrap(), b"x = 10\n");
+        assert_eq!(stored(&cell), BTreeMap::from([(sha256.clone(), b"x = 10\n".to_vec())]));
     }
 
     #[test]
@@ -1201,7 +1389,7 @@ mod tests {
         let log = std::fs::read_to_string(cell.join(DIR).join(OBSERVATIONS)).unwrap();
         let shas: Vec<String> = log.lines().map(|l| sha256_hex(l.as_bytes())).collect();
         assert_eq!(shas, c.observed, "one line per observation, each written once, in order");
-        assert!(!cell.join(DIR).join(BLOBS).exists());
+        assert!(!cell.join(DIR).join(PACK).exists());
     }
 
     #[test]
@@ -1253,6 +1441,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_copy_takes_its_fixture_digests_and_a_write_right_after_it_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fx");
+        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
+        // A fixture as a benchmark's are: written long before its cells start.
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        let cell = |n: u32| {
+            let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
+            std::fs::create_dir_all(&cell).unwrap();
+            let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+            (ws, cell)
+        };
+        let from_scratch = |ws: &Path| Digests::new(ws, &dir.path().join("scratch")).scan().unwrap();
+        // The fixture's first cell reads its copies; the next ones read none.
+        let (ws1, cell1) = cell(1);
+        let first = Checkpointer::start(&ws1, &cell1).unwrap();
+        assert_eq!(first.digests.hashed, 3);
+        let (ws2, cell2) = cell(2);
+        let mut second = Checkpointer::start(&ws2, &cell2).unwrap();
+        assert_eq!(second.digests.hashed, 0, "every digest from the fixture's");
+        assert_eq!(second.digests.last.as_ref(), Some(&from_scratch(&ws2)));
+        // A write at once, of the same size: its modification time is no longer the fixture's.
+        std::fs::write(ws2.join("a.py"), "x = 2\n").unwrap();
+        let now = second.digests.current(true).unwrap().clone();
+        assert_eq!(now, from_scratch(&ws2));
+        assert_eq!(second.digests.hashed, 1, "a.py read again, the untouched copies trusted by their stat");
+        assert_eq!(stored(&cell2).get(&sha256_hex(b"x = 2\n")).unwrap(), b"x = 2\n", "its new content stored");
+        // A fixture file changed between cells, same size: its stat moved, the copy is read.
+        std::fs::write(fixture.join("pkg/b.py"), "y = 2\n").unwrap();
+        let (ws3, cell3) = cell(3);
+        let third = Checkpointer::start(&ws3, &cell3).unwrap();
+        assert_eq!(third.digests.hashed, 1);
+        let Some(Entry::File { sha256, .. }) = third.digests.last.as_ref().unwrap().get("pkg/b.py") else { panic!() };
+        assert_eq!(*sha256, sha256_hex(b"y = 2\n"));
+        // A workspace given to the digests without its copy's facts is read whole, as before.
+        assert_eq!(Checkpointer::start(&ws3, &cell3).unwrap().digests.hashed, 3);
+    }
+
+    #[test]
     fn a_fixture_content_is_stored_only_where_the_fixture_does_not_have_it() {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
@@ -1266,17 +1493,14 @@ mod tests {
         // a.py rewritten with its own content, b.py given a.py's: only the second needs a blob.
         tree(&ws, &[("a.py", "x = 1\n"), ("b.py", "x = 1\n")]);
         let want = d.scan().unwrap();
-        let blobs: Vec<String> = std::fs::read_dir(cell.join(DIR).join(BLOBS))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let blobs: Vec<String> = stored(&cell).into_keys().collect();
         assert_eq!(blobs, [sha256_hex(b"x = 1\n")], "b.py's new content, once");
         std::fs::remove_dir_all(cell.join(DIR)).unwrap();
         // Without that blob the rebuild cannot give b.py its content; with only a.py unchanged
         // it needs none.
         tree(&ws, &[("b.py", "y = 1\n")]);
         let unchanged = d.scan().unwrap();
-        assert!(!cell.join(DIR).join(BLOBS).exists(), "the fixture's own contents: nothing stored");
+        assert!(stored(&cell).is_empty(), "the fixture's own contents: nothing stored");
         std::fs::write(ws.join("a.py"), "broken").unwrap();
         restore(&fixture, &ws, &link, &cell, &unchanged).unwrap();
         assert!(verify(&ws, &cell, &unchanged).is_ok());
@@ -1345,13 +1569,64 @@ mod tests {
         let out = std::process::Command::new("git").args(["fsck", "--strict"]).current_dir(&ws).output().unwrap();
         assert!(out.status.success(), "the rebuilt repository is sound: {}", String::from_utf8_lossy(&out.stderr));
         drop(ok);
-        // Without the stored content the rebuild cannot give the object back: refused.
+        // The contents as runs before the pack stored them, a file each: read all the same.
         let sha = sha256_hex(&original);
-        std::fs::remove_file(cell.join(DIR).join(BLOBS).join(&sha)).unwrap();
+        let blobs = cell.join(DIR).join(BLOBS);
+        std::fs::create_dir_all(&blobs).unwrap();
+        for (sha, bytes) in stored(&cell) {
+            std::fs::write(blobs.join(sha), bytes).unwrap();
+        }
+        std::fs::remove_file(cell.join(DIR).join(PACK)).unwrap();
+        std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(&object, b"spoiled in the old layout").unwrap();
+        let ok = resume(&paths).map_err(|r| r.0).unwrap();
+        assert!(ok.workspace_restored);
+        assert_eq!(std::fs::read(&object).unwrap(), original, "from the older layout's file");
+        drop(ok);
+        // Without the stored content the rebuild cannot give the object back: refused.
+        std::fs::remove_file(blobs.join(&sha)).unwrap();
         std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::write(&object, b"spoiled again").unwrap();
         let e = resume(&paths).err().unwrap().0;
         assert!(e.contains("does not match checkpoint") && e.contains(".git/objects/"), "{e}");
+    }
+
+    #[test]
+    fn contents_go_to_one_pack_and_a_record_cut_short_is_cut_off_before_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        let link = cell.join("workspace");
+        let ws = crate::workspace::fresh(&fixture, &ws, &link).unwrap();
+        let mut d = Digests::new(&ws, &cell).after_copy(&ws);
+        d.scan().unwrap();
+        tree(&ws, &[("b.py", "one\n"), ("c.py", "two\n"), ("d.py", "two\n")]);
+        d.scan().unwrap();
+        let pack = cell.join(DIR).join(PACK);
+        let whole = std::fs::read(&pack).unwrap();
+        assert_eq!(stored(&cell).len(), 2, "one record per content, written once");
+        // A kill in the middle of the next append leaves part of a record.
+        let mut torn = whole.clone();
+        torn.extend_from_slice(b"0123abcd 100\npart of it");
+        std::fs::write(&pack, &torn).unwrap();
+        let mut again = Digests::new(&ws, &cell);
+        assert_eq!(std::fs::read(&pack).unwrap(), whole, "cut back to its whole records");
+        again.scan().unwrap();
+        tree(&ws, &[("e.py", "three\n")]);
+        again.scan().unwrap();
+        assert_eq!(stored(&cell).len(), 3, "the next record readable after the earlier ones");
+        // Contents larger than one append's bound are written as they come, whole all the same.
+        let big = "z".repeat(PACK_WRITE_BYTES + 1);
+        tree(&ws, &[("big.txt", big.as_str()), ("f.py", "four\n")]);
+        let want = again.scan().unwrap();
+        let all = stored(&cell);
+        assert_eq!((all.len(), all.get(&sha256_hex(big.as_bytes())).map(Vec::len)), (5, Some(big.len())));
+        std::fs::remove_dir_all(&ws).unwrap();
+        restore(&fixture, &ws, &link, &cell, &want).unwrap();
+        assert!(verify(&ws, &cell, &want).is_ok());
+        assert_eq!(std::fs::read_to_string(ws.join("e.py")).unwrap(), "three\n");
+        assert_eq!(std::fs::read(ws.join("big.txt")).unwrap().len(), big.len());
     }
 
     #[test]
