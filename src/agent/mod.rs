@@ -105,8 +105,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 /// ([`crate::process::WaitClock`]), goes to the log as a debug event of target `hcbench::cost`
 /// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it. The
 /// event also gives the parts of that cost timed apart ([`Part`]) and the wait for the cell's
-/// removals at its end; the rest is the policy, the hooks, the sessions' feature checks, the
-/// outputs stored as artifacts and the judging.
+/// removals at its end; the rest is the policy, the hooks, the outputs stored as artifacts and
+/// the judging (a multi-session cell's feature checks after each session are its scoring).
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let t0 = Instant::now();
     let clock = WaitClock::default();
