@@ -156,7 +156,8 @@ pub enum Part {
     Context,
     /// The tools' calls, less the commands they wait on (`run_tests`, `run_command`).
     Tools,
-    /// Scoring: the final tests and the verifier with their private folders, less the commands.
+    /// Scoring: the final tests and the verifier with their private folders, less the commands
+    /// (and a multi-session cell's feature checks after each session).
     Scoring,
 }
 

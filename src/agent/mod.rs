@@ -105,8 +105,8 @@ pub async fn run_cell(plan: &CellPlan) -> io::Result<CellSummary> {
 /// ([`crate::process::WaitClock`]), goes to the log as a debug event of target `hcbench::cost`
 /// (`RUST_LOG=hcbench::cost=debug`), in microseconds: `benches/overhead.rs` collects it. The
 /// event also gives the parts of that cost timed apart ([`Part`]) and the wait for the cell's
-/// removals at its end; the rest is the policy, the hooks, the sessions' feature checks, the
-/// outputs stored as artifacts and the judging.
+/// removals at its end; the rest is the policy, the hooks, the outputs stored as artifacts and
+/// the judging (a multi-session cell's feature checks after each session are its scoring).
 pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let t0 = Instant::now();
     let clock = WaitClock::default();
@@ -304,6 +304,7 @@ async fn work(
         None => Start::Fresh {
             checkpoints: WaitClock::time(Part::Checkpoints, || Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir)),
             session: None,
+            map: None,
         },
     };
     let end = steps(cell, rec, provider, 1, start, started).await?;
@@ -322,8 +323,10 @@ fn prepare_sandbox(cell: &Cell<'_>) {
 #[allow(clippy::large_enum_variant)]
 enum Start {
     /// A fresh context, saved after each step by `checkpoints` when there are any. A session
-    /// of a multi-session cell carries where the cell stands (saved with every checkpoint).
-    Fresh { checkpoints: Option<Checkpointer>, session: Option<SessionProgress> },
+    /// of a multi-session cell carries where the cell stands (saved with every checkpoint),
+    /// and, after the first, the index the session before mapped the workspace with, which its
+    /// own map brings up to date ([`repomap::RepoIndex::update`]).
+    Fresh { checkpoints: Option<Checkpointer>, session: Option<SessionProgress>, map: Option<repomap::RepoIndex> },
     /// An interrupted cell's last checkpoint.
     Resumed(ResumedCell),
 }
@@ -338,6 +341,8 @@ struct LoopEnd {
     turns: u32,
     /// The cell's checkpoints, for the next session of a multi-session cell.
     checkpoints: Option<Checkpointer>,
+    /// The index a later session's map was made from, for the next session's map.
+    map: Option<repomap::RepoIndex>,
 }
 
 /// The step loop, from a fresh context: at most `case.step_budget` turns, numbered in the
@@ -348,7 +353,7 @@ async fn steps(
     rec: &mut Recorder,
     mut provider: Box<dyn crate::model::Provider>,
     first_step: u32,
-    start: Start,
+    mut start: Start,
     started: Instant,
 ) -> io::Result<LoopEnd> {
     let Cell { plan, ws, .. } = *cell;
@@ -359,10 +364,13 @@ async fn steps(
     // which keeps the context's prefix stable (docs/context.md).
     // A resumed cell's map is in its checkpoint, and its events in the trace already.
     let fresh = matches!(start, Start::Fresh { .. });
+    let mut map_index = None;
     let repo_map = if fresh && spec.repo_map && managed {
         // The first session starts from the fixture as it is: its map may be one built before
         // for the same fixture (`fresh_workspace_map`), by this process or an earlier one; a
-        // later session's workspace has changed.
+        // later session's workspace has changed, but mostly not: its map updates the index of
+        // the session before, which reuses every file whose bytes are the same (the map is the
+        // one a fresh build would make), and is kept for the session after.
         let (stats, view) = if first_step == 1 {
             let store = repo_map_store(plan);
             WaitClock::time(Part::RepoMap, || {
@@ -375,9 +383,18 @@ async fn steps(
                 )
             })
         } else {
+            let earlier = match &mut start {
+                Start::Fresh { map, .. } => map.take(),
+                Start::Resumed(_) => None,
+            };
             WaitClock::time(Part::RepoMap, || {
-                let index = repomap::RepoIndex::build(ws);
-                (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map))
+                let index = match earlier {
+                    Some(earlier) => earlier.update(ws),
+                    None => repomap::RepoIndex::build_updatable(ws),
+                };
+                let made = (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map));
+                map_index = Some(index);
+                made
             })
         };
         rec.emit(EventBody::RepoMapBuilt {
@@ -402,7 +419,7 @@ async fn steps(
     // each step saves all of it (`checkpoint.rs`).
     let (mut state, mut checkpoints) = match start {
         Start::Resumed(r) => (r.state, Some(r.checkpointer)),
-        Start::Fresh { checkpoints, session } => {
+        Start::Fresh { checkpoints, session, .. } => {
             let memory = (spec.mode == ContextMode::Memory).then(|| WorkingMemory::new(&case.prompt));
             (LoopState { repo_map, memory, session, ..LoopState::default() }, checkpoints)
         }
@@ -595,7 +612,7 @@ async fn steps(
             break;
         }
     }
-    Ok(LoopEnd { stop_reason, provider_failure, first_reads: state.first_reads, turns, checkpoints })
+    Ok(LoopEnd { stop_reason, provider_failure, first_reads: state.first_reads, turns, checkpoints, map: map_index })
 }
 
 /// Scores the workspace once the agent has stopped (tests, then the verifier, with `extra`

@@ -36,6 +36,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use regex::Regex;
+use sha2::{Digest, Sha256};
 
 use super::paths::{Root, is_secret_name, normalize, read_regular};
 use super::tokens::{clip, estimate};
@@ -125,6 +126,9 @@ struct FileEntry {
     idents: Vec<u64>,
     /// FNV-1a of the file's bytes when indexed: a lazy parse checks it is reading the same text.
     digest: u64,
+    /// SHA-256 of the file's bytes, in an index kept for [`RepoIndex::update`] (which reuses
+    /// the entry only for the very same bytes); None otherwise.
+    content: Option<[u8; 32]>,
     /// Python: tree-sitter's symbols, parsed the first time a render shows the file (`None`
     /// when the file changed since the build or could not be read: the scan's symbols stand).
     parsed: OnceLock<Option<Vec<Symbol>>>,
@@ -140,6 +144,9 @@ pub struct RepoIndex {
     /// Reference graph: per file, (target file, weight), sorted by target.
     edges: Vec<Vec<(u32, f64)>>,
     duration_ms: u64,
+    /// Kept for [`RepoIndex::update`]: every entry has its `content` digest and its `idents`
+    /// (a one-off index drops them once the graph is made).
+    updatable: bool,
 }
 
 /// What an index holds, for `repo_map_built`.
@@ -418,6 +425,37 @@ fn prune_store(store: &Path, kept: std::time::Duration) {
 impl RepoIndex {
     /// Indexes the workspace at `root`. Never fails: what cannot be read is counted as skipped.
     pub fn build(root: &Path) -> RepoIndex {
+        Self::build_with(root, None, false)
+    }
+
+    /// [`RepoIndex::build`], keeping what [`RepoIndex::update`] needs to bring the index up to
+    /// date later (a digest of every file's bytes, and the identifiers the graph is made from).
+    pub fn build_updatable(root: &Path) -> RepoIndex {
+        Self::build_with(root, None, true)
+    }
+
+    /// The index of the workspace at `root` as it is now, equal to a fresh
+    /// [`RepoIndex::build_updatable`] of it, made from this index of an earlier state of the
+    /// same workspace: the walk and the reads are done again (a change to an ignore file, a file
+    /// added, removed or swapped for a link all count), but a file whose bytes are the ones this
+    /// index has (same path, same SHA-256) keeps its entry, symbols and words, and the
+    /// tree-sitter parse an earlier render made of it, instead of being indexed and parsed again.
+    /// The reference graph is made again over every file (a changed file changes its links).
+    /// An index that is not updatable is simply built again.
+    ///
+    /// For a multi-session case: each later session's map is of the workspace the sessions
+    /// before left, most of whose files (the tests, the README, the features not touched) are
+    /// as they were.
+    pub fn update(self, root: &Path) -> RepoIndex {
+        if !self.updatable {
+            return Self::build_updatable(root);
+        }
+        Self::build_with(root, Some(self), true)
+    }
+
+    /// [`RepoIndex::build`], reusing the entries of `earlier` for files whose bytes it has;
+    /// `updatable` keeps digests and identifiers.
+    fn build_with(root: &Path, earlier: Option<RepoIndex>, updatable: bool) -> RepoIndex {
         let started = Instant::now();
         let mut skipped = 0u32;
         let mut candidates: Vec<(String, std::path::PathBuf)> = Vec::new();
@@ -456,12 +494,28 @@ impl RepoIndex {
         // Read beneath the root like read_file: a hard link to a file outside, or an entry
         // swapped for a fifo since the walk, is skipped, never read. The root is opened once.
         let opened = Root::open(root);
+        // The earlier index's entries by path: one whose bytes are this file's is taken as it is.
+        let earlier: HashMap<&str, &FileEntry> =
+            earlier.iter().flat_map(|e| e.files.iter().map(|f| (f.path.as_str(), f))).collect();
         let parsed: Vec<Option<FileEntry>> = map_items(&candidates, |_, (rel, _)| {
             let bytes = opened.as_ref().ok()?.read_regular(rel).ok()?;
             if bytes.contains(&0) {
                 return None;
             }
-            Some(index_file(rel, &bytes))
+            if !updatable {
+                return Some(index_file(rel, &bytes));
+            }
+            let content: [u8; 32] = Sha256::digest(&bytes).into();
+            if let Some(kept) = earlier.get(rel.as_str()).filter(|f| f.content == Some(content)) {
+                let mut kept = FileEntry::clone(kept);
+                // A parse that found the file changed since that build (or failed) is tried
+                // again: the file has the indexed bytes now, and a fresh build would parse it.
+                if kept.parsed.get().is_some_and(Option::is_none) {
+                    kept.parsed = OnceLock::new();
+                }
+                return Some(kept);
+            }
+            Some(FileEntry { content: Some(content), ..index_file(rel, &bytes) })
         });
         let mut files = Vec::with_capacity(parsed.len());
         for entry in parsed {
@@ -470,8 +524,9 @@ impl RepoIndex {
                 None => skipped += 1,
             }
         }
-        let edges = reference_graph(&mut files);
-        RepoIndex { root: root.to_path_buf(), files, skipped, edges, duration_ms: started.elapsed().as_millis() as u64 }
+        let edges = reference_graph(&mut files, updatable);
+        let duration_ms = started.elapsed().as_millis() as u64;
+        RepoIndex { root: root.to_path_buf(), files, skipped, edges, duration_ms, updatable }
     }
 
     /// The symbols the map shows for file `i`: for Python, tree-sitter's (parsed now, once, if
@@ -781,8 +836,9 @@ fn pagerank(edges: &[Vec<(u32, f64)>], personal: &[f64]) -> Vec<f64> {
 }
 
 /// Links each file to the files defining names it mentions (weight 1/definers per name), then
-/// drops the identifier lists the links were made from.
-fn reference_graph(files: &mut [FileEntry]) -> Vec<Vec<(u32, f64)>> {
+/// drops the identifier lists the links were made from, unless they are `kept` (an index
+/// [`RepoIndex::update`] will make its graph again from).
+fn reference_graph(files: &mut [FileEntry], kept: bool) -> Vec<Vec<(u32, f64)>> {
     let mut definers: HashMap<u64, Vec<u32>> = HashMap::new();
     for (i, f) in files.iter().enumerate() {
         let mut names: Vec<u64> = f
@@ -825,8 +881,10 @@ fn reference_graph(files: &mut [FileEntry]) -> Vec<Vec<(u32, f64)>> {
         list.sort_by_key(|&(b, _)| b);
         list
     });
-    for f in files.iter_mut() {
-        f.idents = Vec::new();
+    if !kept {
+        for f in files.iter_mut() {
+            f.idents = Vec::new();
+        }
     }
     edges
 }
@@ -906,6 +964,7 @@ fn index_file(path: &str, bytes: &[u8]) -> FileEntry {
         words,
         idents,
         digest,
+        content: None,
         parsed: OnceLock::new(),
     }
 }
@@ -1190,21 +1249,31 @@ fn shorten(s: &str, max: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Other languages, with one regex per kind of definition
 
-/// Patterns per language; each has a `name` group. Extensions map onto them in
-/// [`regex_language`].
-static PATTERNS: LazyLock<Vec<Vec<Regex>>> = LazyLock::new(|| {
-    let re = |p: &str| Regex::new(p).expect("valid regex");
-    let vis = r"(?:pub(?:\([^)]*\))?\s+)?";
-    let modifiers = r"(?:(?:public|private|protected|internal|static|final|abstract|sealed|open|data|partial|override|suspend|async|inline|export|default|readonly)\s+)*";
-    vec![
-        // 0: Rust
+/// A definition pattern; each has a `name` group.
+fn re(p: &str) -> Regex {
+    Regex::new(p).expect("valid regex")
+}
+
+/// Rust's optional visibility, before a definition.
+const VIS: &str = r"(?:pub(?:\([^)]*\))?\s+)?";
+/// The modifiers a definition may start with in the C-like languages.
+const MODIFIERS: &str = r"(?:(?:public|private|protected|internal|static|final|abstract|sealed|open|data|partial|override|suspend|async|inline|export|default|readonly)\s+)*";
+
+/// Patterns per language, each compiled the first time a file of its language is indexed:
+/// compiling all of them (their `\w` classes are Unicode's) took milliseconds, which a map of
+/// a tree with one shell script paid in full. Extensions map onto them in [`regex_language`].
+static PATTERNS: [LazyLock<Vec<Regex>>; 8] = [
+    // 0: Rust
+    LazyLock::new(|| {
         vec![
-            re(&format!(r#"^\s*{vis}(?:(?:const|async|unsafe|extern\s+"[^"]*")\s+)*fn\s+(?P<name>\w+)"#)),
-            re(&format!(r"^\s*{vis}(?:struct|enum|trait|union|type|mod)\s+(?P<name>\w+)")),
+            re(&format!(r#"^\s*{VIS}(?:(?:const|async|unsafe|extern\s+"[^"]*")\s+)*fn\s+(?P<name>\w+)"#)),
+            re(&format!(r"^\s*{VIS}(?:struct|enum|trait|union|type|mod)\s+(?P<name>\w+)")),
             re(r"^\s*(?:unsafe\s+)?impl\b(?:<[^>]*>)?\s+(?:[\w:<>, ]+\s+for\s+)?(?P<name>\w+)"),
             re(r"^\s*macro_rules!\s*(?P<name>\w+)"),
-        ],
-        // 1: JavaScript and TypeScript
+        ]
+    }),
+    // 1: JavaScript and TypeScript
+    LazyLock::new(|| {
         vec![
             re(r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*(?P<name>[\w$]+)"),
             re(r"^\s*(?:export\s+)?(?:default\s+)?(?:abstract\s+)?(?:class|interface|enum)\s+(?P<name>[\w$]+)"),
@@ -1213,35 +1282,45 @@ static PATTERNS: LazyLock<Vec<Vec<Regex>>> = LazyLock::new(|| {
                 r"^\s*(?:export\s+)?(?:const|let|var)\s+(?P<name>[\w$]+)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[\w$]+\s*=>)",
             ),
             re(&format!(
-                r"^\s+{modifiers}(?:get\s+|set\s+)?(?P<name>[A-Za-z_$][\w$]*)\s*\([^)]*\)\s*(?::\s*[^{{]+)?\{{\s*$"
+                r"^\s+{MODIFIERS}(?:get\s+|set\s+)?(?P<name>[A-Za-z_$][\w$]*)\s*\([^)]*\)\s*(?::\s*[^{{]+)?\{{\s*$"
             )),
-        ],
-        // 2: Go
-        vec![re(r"^func\s+(?:\([^)]*\)\s*)?(?P<name>\w+)"), re(r"^type\s+(?P<name>\w+)")],
-        // 3: Java, Kotlin, C#, Scala, Swift
+        ]
+    }),
+    // 2: Go
+    LazyLock::new(|| vec![re(r"^func\s+(?:\([^)]*\)\s*)?(?P<name>\w+)"), re(r"^type\s+(?P<name>\w+)")]),
+    // 3: Java, Kotlin, C#, Scala, Swift
+    LazyLock::new(|| {
         vec![
-            re(&format!(r"^\s*{modifiers}(?:class|interface|enum|record|object|struct|trait)\s+(?P<name>\w+)")),
-            re(&format!(r"^\s*{modifiers}(?:fun|func|def)\s+(?:<[^>]*>\s*)?(?P<name>\w+)")),
+            re(&format!(r"^\s*{MODIFIERS}(?:class|interface|enum|record|object|struct|trait)\s+(?P<name>\w+)")),
+            re(&format!(r"^\s*{MODIFIERS}(?:fun|func|def)\s+(?:<[^>]*>\s*)?(?P<name>\w+)")),
             re(
                 r"^\s+(?:(?:public|private|protected|internal|static|final|abstract|synchronized|override|virtual|async)\s+)+[\w<>\[\],.? ]+\s+(?P<name>\w+)\s*\(",
             ),
-        ],
-        // 4: Ruby
-        vec![re(r"^\s*def\s+(?:self\.)?(?P<name>\w+[?!]?)"), re(r"^\s*(?:class|module)\s+(?P<name>[\w:]+)")],
-        // 5: C and C++
+        ]
+    }),
+    // 4: Ruby
+    LazyLock::new(|| {
+        vec![re(r"^\s*def\s+(?:self\.)?(?P<name>\w+[?!]?)"), re(r"^\s*(?:class|module)\s+(?P<name>[\w:]+)")]
+    }),
+    // 5: C and C++
+    LazyLock::new(|| {
         vec![
             re(r"^\s*(?:typedef\s+)?(?:struct|class|enum|union|namespace)\s+(?P<name>\w+)\s*(?:[:{]|$)"),
             re(r"^[A-Za-z_][\w\s\*&:<>,]*[\s\*&](?P<name>[A-Za-z_][\w:~]*)\s*\([^;]*\)\s*(?:const\s*)?\{?\s*$"),
-        ],
-        // 6: shell
-        vec![re(r"^\s*(?:function\s+)?(?P<name>[A-Za-z_][\w-]*)\s*\(\)\s*\{?"), re(r"^\s*function\s+(?P<name>[\w-]+)")],
-        // 7: PHP
+        ]
+    }),
+    // 6: shell
+    LazyLock::new(|| {
+        vec![re(r"^\s*(?:function\s+)?(?P<name>[A-Za-z_][\w-]*)\s*\(\)\s*\{?"), re(r"^\s*function\s+(?P<name>[\w-]+)")]
+    }),
+    // 7: PHP
+    LazyLock::new(|| {
         vec![
-            re(&format!(r"^\s*{modifiers}function\s+(?P<name>\w+)")),
+            re(&format!(r"^\s*{MODIFIERS}function\s+(?P<name>\w+)")),
             re(r"^\s*(?:abstract\s+|final\s+)?(?:class|interface|trait)\s+(?P<name>\w+)"),
-        ],
-    ]
-});
+        ]
+    }),
+];
 
 fn regex_language(ext: &str) -> Option<&'static [Regex]> {
     let lang = match ext {
@@ -1255,7 +1334,7 @@ fn regex_language(ext: &str) -> Option<&'static [Regex]> {
         "php" => 7,
         _ => return None,
     };
-    Some(&PATTERNS[lang])
+    Some(PATTERNS[lang].as_slice())
 }
 
 /// Words that look like a definition to the method and function patterns but are control flow.
@@ -1656,6 +1735,80 @@ if TYPE_CHECKING:
             (8, "def page(items: list, size: int = 10) -> list".into(), None),
             "the scan's, no decorator"
         );
+    }
+
+    /// Everything an index holds of each file, and its graph, for comparing two indexes.
+    #[allow(clippy::type_complexity)]
+    fn contents(
+        index: &RepoIndex,
+    ) -> (Vec<(String, Extractor, Vec<Symbol>, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>, u64, Option<[u8; 32]>)>, String)
+    {
+        let files = index
+            .files
+            .iter()
+            .map(|f| {
+                let f = f.clone();
+                (f.path, f.extractor, f.symbols, f.path_words, f.symbol_words, f.words, f.idents, f.digest, f.content)
+            })
+            .collect();
+        (files, format!("{:?}", index.edges))
+    }
+
+    #[test]
+    fn an_updated_index_is_the_one_a_fresh_build_makes_and_reuses_the_files_that_did_not_change() {
+        let test_file = "from pkg.pager import page, Pager\n\n\ndef test_page():\n    assert page([1]) == [1]\n";
+        let d = tree(&[
+            ("pkg/pager.py", PAGER),
+            ("tests/test_pager.py", test_file),
+            ("README.md", "Pages of items: see pkg/pager.py.\n"),
+            ("init.sh", "check() {\n  python3 --version\n}\ncheck\n"),
+            ("old.py", "def gone():\n    return page([])\n"),
+        ]);
+        let query = "the pager pages items; Cursor moves to the next page";
+        let earlier = RepoIndex::build_updatable(d.path());
+        // The render parses the Python files it shows; the update must carry those parses over.
+        assert!(earlier.render(query, ".", 2000).files.contains(&"tests/test_pager.py".to_string()));
+        // What a session does: edit a file, add one, remove one, and ignore one.
+        std::fs::write(d.path().join("pkg/pager.py"), PAGER.replace("helper = 3", "helper = 3\nMIN_PAGE = 1")).unwrap();
+        std::fs::write(d.path().join("pkg/cursor.py"), "class Cursor:\n    def next(self, pager): ...\n").unwrap();
+        std::fs::remove_file(d.path().join("old.py")).unwrap();
+        std::fs::write(d.path().join(".gitignore"), "README.md\n").unwrap();
+
+        let updated = earlier.update(d.path());
+        let entry = |index: &RepoIndex, path: &str| index.files.iter().position(|f| f.path == path).unwrap();
+        assert!(
+            updated.files[entry(&updated, "tests/test_pager.py")].parsed.get().is_some(),
+            "an unchanged file keeps the parse an earlier render made"
+        );
+        assert!(
+            updated.files[entry(&updated, "pkg/pager.py")].parsed.get().is_none(),
+            "a changed file is indexed anew"
+        );
+        assert!(!updated.files.iter().any(|f| f.path == "old.py" || f.path == "README.md"));
+        let fresh = RepoIndex::build_updatable(d.path());
+        assert_eq!(contents(&updated), contents(&fresh));
+        assert_eq!(IndexStats { duration_ms: 0, ..updated.stats() }, IndexStats { duration_ms: 0, ..fresh.stats() });
+        for (q, scope, budget) in [(query, ".", 2000), (query, "pkg", 2000), ("next cursor", ".", 60), ("", ".", 5000)]
+        {
+            assert_eq!(updated.render(q, scope, budget), fresh.render(q, scope, budget), "{q:?} under {scope}");
+        }
+        // And a plain build maps the same.
+        assert_eq!(updated.render(query, ".", 2000), RepoIndex::build(d.path()).render(query, ".", 2000));
+
+        // A file changed between a build and its render was shown from the scan, unparsed;
+        // once it has the indexed bytes again, an update parses it as a fresh build does.
+        let earlier = RepoIndex::build_updatable(d.path());
+        std::fs::write(d.path().join("pkg/cursor.py"), "x = 1\n").unwrap();
+        let stale = earlier.render("cursor", ".", 2000);
+        std::fs::write(d.path().join("pkg/cursor.py"), "class Cursor:\n    def next(self, pager): ...\n").unwrap();
+        let updated = earlier.update(d.path());
+        assert!(updated.files[entry(&updated, "pkg/cursor.py")].parsed.get().is_none(), "the failed parse is not kept");
+        assert_eq!(updated.render("cursor", ".", 2000), RepoIndex::build(d.path()).render("cursor", ".", 2000));
+        assert_eq!(stale.files, updated.render("cursor", ".", 2000).files);
+        // A one-off index is built again.
+        let one_off = RepoIndex::build(d.path());
+        assert!(one_off.files.iter().all(|f| f.idents.is_empty() && f.content.is_none()));
+        assert_eq!(contents(&one_off.update(d.path())), contents(&RepoIndex::build_updatable(d.path())));
     }
 
     #[test]

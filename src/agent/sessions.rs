@@ -18,7 +18,14 @@
 //! That costs one short process per feature per session, which HC-Bench's small cases afford,
 //! and it is the only honest way to know what was working after session 2 once session 3 has
 //! changed the code. The last session's verdict is the case's: it becomes verifier checks and
-//! metrics, and a feature marked passing that fails its check is a false claim.
+//! metrics, and a feature marked passing that fails its check is a false claim. The checks'
+//! own cost (their private folders, less the commands) is the cell's scoring cost
+//! (`process::Part::Scoring`), so the cell's cost event shows it apart.
+//!
+//! Each later session's repo map is of the workspace the sessions before left. Its index is
+//! kept from one session to the next and brought up to date ([`RepoIndex::update`]): the files
+//! a session did not change keep their entries and parses, and the map is the one a fresh
+//! build would make.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -29,10 +36,11 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::checkpoint::{Checkpointer, ResumedCell, SessionProgress};
+use super::repomap::RepoIndex;
 use super::{Cell, CellPlan, Recorder, Start, score};
 use crate::bench::sessions::{SessionKind, SessionsSpec};
 use crate::bench::{Case, VerifierSpec};
-use crate::process;
+use crate::process::{self, Part, WaitClock};
 use crate::sandbox::Sandbox;
 use crate::trace::event::{Check, EventBody};
 
@@ -57,6 +65,8 @@ pub(super) async fn work(
     super::prepare_sandbox(cell);
     let mut at = resumed.as_ref().and_then(|r| r.state.session.clone()).unwrap_or_else(SessionProgress::first);
     let mut checkpoints: Option<Checkpointer> = None;
+    // The index of the last session's map, which the next session's map updates.
+    let mut map: Option<RepoIndex> = None;
     let mut last = None;
     // The case the feature checks run as, made once: a clone of the case per check (12 in a
     // case of four sessions and three features, each with the oracle's whole script) was a
@@ -89,23 +99,24 @@ pub(super) async fn work(
                         c.next_session();
                         Some(c)
                     }
-                    None => crate::process::WaitClock::time(crate::process::Part::Checkpoints, || {
-                        Checkpointer::for_fresh(ws, &plan.cell_dir)
-                    }),
+                    None => WaitClock::time(Part::Checkpoints, || Checkpointer::for_fresh(ws, &plan.cell_dir)),
                 };
                 let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
-                (provider, Start::Fresh { checkpoints, session: Some(at.clone()) })
+                (provider, Start::Fresh { checkpoints, session: Some(at.clone()), map: map.take() })
             }
         };
         let mut end = super::steps(&session_cell, rec, provider, at.first_step, start, started).await?;
         checkpoints = end.checkpoints.take();
+        map = end.map.take();
         at.first_step += end.turns;
         for (path, step) in &end.first_reads {
             at.first_reads.entry(path.clone()).or_insert(*step);
         }
 
         let claims = FeatureList::read(ws);
-        let verdicts = check_features(&mut probe, spec, ws, trace, sandbox).await;
+        // The checks are the session's scoring: their own cost (the wrapper's private folder,
+        // the command line, the results) is charged to it, apart from the commands they run.
+        let verdicts = WaitClock::time_async(Part::Scoring, check_features(&mut probe, spec, ws, trace, sandbox)).await;
         let verified: Vec<String> = verdicts.iter().filter(|v| v.passed).map(|v| v.id.clone()).collect();
         let false_claims = claims.false_claims(&verdicts);
         at.finished.push((verified.len(), claims.marked.len()));
@@ -118,7 +129,7 @@ pub(super) async fn work(
             marked_passing: claims.marked.clone(),
             verified_passing: verified,
             false_claims,
-            head: git_head(case, ws, sandbox).await,
+            head: WaitClock::time_async(Part::Scoring, git_head(case, ws, sandbox)).await,
             elapsed_ms: t0.elapsed().as_millis() as u64,
         })?;
         let provider_failed = end.provider_failure.is_some();
