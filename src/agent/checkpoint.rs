@@ -374,14 +374,8 @@ impl Digests {
 
     fn append_pack(&mut self) -> io::Result<()> {
         if self.pack.is_none() {
-            let open = || std::fs::OpenOptions::new().create(true).append(true).open(&self.pack_path);
-            self.pack = Some(match open() {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(self.pack_path.parent().expect("checkpoint/blobs.pack has a folder"))?;
-                    open()?
-                }
-                other => other?,
-            });
+            self.pack =
+                Some(open_in_made_folder(&self.pack_path, std::fs::OpenOptions::new().create(true).append(true))?);
         }
         self.pack.as_mut().expect("opened above").write_all(&self.unwritten)
     }
@@ -562,6 +556,18 @@ struct Listing {
 }
 
 /// The whole of the file `name` in the open folder `dir` (`size` is its stat's, a hint).
+/// Opens `path` with `options`, making its folder first when it is not there yet (the
+/// checkpoint folder is made by the first file a cell writes in it).
+fn open_in_made_folder(path: &Path, options: &std::fs::OpenOptions) -> io::Result<std::fs::File> {
+    match options.open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(path.parent().expect("a checkpoint file has a folder"))?;
+            options.open(path)
+        }
+        other => other,
+    }
+}
+
 fn read_at(dir: BorrowedFd<'_>, name: &OsStr, size: u64) -> io::Result<Vec<u8>> {
     let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
@@ -733,16 +739,9 @@ impl Checkpointer {
         // truncated to nothing first: ext4 takes a write after a truncation to zero for a
         // replacement and flushes the file when it is closed (auto_da_alloc), which measured
         // 1-2 ms a write here against 20-50 us for this.
-        let open = || std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path);
         let file = match self.slots[slot].take() {
             Some(file) => file,
-            None => match open() {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(self.cell_dir.join(DIR))?;
-                    open()?
-                }
-                other => other?,
-            },
+            None => open_in_made_folder(&path, std::fs::OpenOptions::new().write(true).create(true).truncate(false))?,
         };
         let file = &*self.slots[slot].insert(file);
         std::os::unix::fs::FileExt::write_all_at(file, &text, 0)?;
@@ -760,14 +759,7 @@ impl Checkpointer {
     fn append_to_log(&mut self, lines: &[u8]) -> io::Result<()> {
         if self.log.is_none() {
             let path = self.cell_dir.join(DIR).join(OBSERVATIONS);
-            let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
-            self.log = Some(match open() {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(self.cell_dir.join(DIR))?;
-                    open()?
-                }
-                other => other?,
-            });
+            self.log = Some(open_in_made_folder(&path, std::fs::OpenOptions::new().create(true).append(true))?);
         }
         self.log.as_mut().expect("opened above").write_all(lines)
     }

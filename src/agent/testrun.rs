@@ -91,8 +91,9 @@ enum RunFolder {
     /// Made for this run in the cell's `runs/`, removed when dropped (while the cell goes on:
     /// `Removals`).
     Fresh(DropLater<tempfile::TempDir>),
-    /// Emptied and given back to the process's folders when dropped.
-    Reused(ReusedFolder),
+    /// Emptied and given back to the process's folders when dropped (while the cell goes on:
+    /// `Removals`).
+    Reused(DropLater<Emptied>),
 }
 
 impl RunFolder {
@@ -189,13 +190,13 @@ static RUNNER_HOME_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new(
 
 impl RunnerHome {
     /// The process's scripts folder, with `script` holding `text`, and a run's folder, empty.
-    fn take(script: &str, text: &str) -> io::Result<(PathBuf, ReusedFolder)> {
+    fn take(script: &str, text: &str) -> io::Result<(PathBuf, DropLater<Emptied>)> {
         let mut home = RUNNER_HOME.lock().unwrap_or_else(|p| p.into_inner());
         if home.is_none() {
             *home = Some(RunnerHome::make()?);
         }
         let (bin, folder) = home.as_mut().expect("made above").take_folder(script, text)?;
-        Ok((bin, ReusedFolder(folder)))
+        Ok((bin, DropLater::new(Emptied(folder))))
     }
 
     /// [`RunnerHome::take`] on this home.
@@ -250,21 +251,12 @@ extern "C" fn remove_at_exit() {
     });
 }
 
-/// A run's folder of the process's [`RunnerHome`]: emptied when dropped and given back for the
-/// next run. The emptying runs on the blocking pool while the cell goes on (`Removals`), like
-/// a fresh folder's removal: the runner fsyncs its results just before, and unlinking a file
-/// whose blocks the journal is still committing waits for that commit (0.3 ms and more on this
-/// machine's ext4 under load, on the cell's task when done here).
-struct ReusedFolder(PathBuf);
-
-impl Drop for ReusedFolder {
-    fn drop(&mut self) {
-        process::Removals::drop_later(Emptied(std::mem::take(&mut self.0)));
-    }
-}
-
-/// A run's folder to empty, then give back to the process's [`RunnerHome`], when dropped; when
-/// it cannot be emptied, it is removed whole and the next run makes another.
+/// A run's folder of the process's [`RunnerHome`], to empty, then give back for the next run,
+/// when dropped; when it cannot be emptied, it is removed whole and the next run makes
+/// another. Held in a [`DropLater`], so the emptying runs on the blocking pool while the cell
+/// goes on, like a fresh folder's removal: the runner fsyncs its results just before, and
+/// unlinking a file whose blocks the journal is still committing waits for that commit (0.3 ms
+/// and more on this machine's ext4 under load, on the cell's task when done here).
 struct Emptied(PathBuf);
 
 impl Drop for Emptied {
