@@ -179,6 +179,36 @@ pub struct Checkpoint<'a> {
     pub workspace: Cow<'a, BTreeMap<String, Entry>>,
 }
 
+/// What a step may have changed in the workspace, as the loop knows from the calls it ran:
+/// what the checkpoint after the step must look at ([`Digests::current`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Changes {
+    /// No call could change a file (reads, listings, searches, the map, a delegation,
+    /// `finish`).
+    #[default]
+    None,
+    /// Only the harness's own file tools wrote, at these paths (as the calls name them).
+    Paths(Vec<String>),
+    /// A command ran (a test run, `run_command`, a hook) and may have changed anything.
+    Anything,
+}
+
+impl Changes {
+    /// Adds what `call`, which ran (or was let through to run), may have changed.
+    pub fn add(&mut self, call: &crate::action::Call) {
+        use crate::action::Call;
+        match call {
+            Call::EditFile { path, .. } | Call::WriteFile { path, .. } => match self {
+                Changes::None => *self = Changes::Paths(vec![path.clone()]),
+                Changes::Paths(paths) => paths.push(path.clone()),
+                Changes::Anything => {}
+            },
+            call if call.tool().may_change_files() => *self = Changes::Anything,
+            _ => {}
+        }
+    }
+}
+
 /// Why a checkpoint could not be used, for the `resume_refused` event and the terminal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal(pub String);
@@ -247,6 +277,8 @@ pub struct Digests {
     copied: Option<crate::workspace::Copied>,
     /// Files read and hashed so far (the tests' measure of what a scan had to read).
     hashed: usize,
+    /// Walks of the whole workspace so far (the tests' measure of what an update saved).
+    walks: usize,
 }
 
 /// The digests of fixture files, by their path, with the stat each was taken under: the fixture
@@ -306,6 +338,7 @@ impl Digests {
             last: None,
             copied: None,
             hashed: 0,
+            walks: 0,
         }
     }
 
@@ -383,6 +416,7 @@ impl Digests {
     /// Every path of the workspace now. Files whose stat changed since the last scan are
     /// hashed again and, once the baseline is taken, their contents kept.
     pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
+        self.walks += 1;
         let mut out = BTreeMap::new();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
@@ -398,14 +432,116 @@ impl Digests {
         Ok(out)
     }
 
-    /// The workspace now: what the last call found when nothing can have changed a file since
-    /// (`files_changed` false, and it found something), else a new [`Digests::scan`], kept for
-    /// the next call.
-    pub fn current(&mut self, files_changed: bool) -> io::Result<&BTreeMap<String, Entry>> {
-        if files_changed || self.last.is_none() {
+    /// The workspace now, from what the step is known to have changed since the last call:
+    /// nothing (the last call's digests as they are), only the paths the harness's own file
+    /// tools wrote (those paths stated and hashed again, [`Digests::update`]), or anything (a
+    /// new [`Digests::scan`]). Without an earlier call's digests, or when an update cannot
+    /// prove its result equal to a walk's, it scans. What it returns is kept for the next call.
+    pub fn current(&mut self, changes: &Changes) -> io::Result<&BTreeMap<String, Entry>> {
+        let known = match changes {
+            _ if self.last.is_none() => false,
+            Changes::None => true,
+            Changes::Paths(paths) => self.update(paths)?,
+            Changes::Anything => false,
+        };
+        if !known {
             self.last = Some(self.scan()?);
         }
         Ok(self.last.as_ref().expect("set above"))
+    }
+
+    /// Brings the last digests up to date after a step whose only writes were the harness's
+    /// file tools' (`edit_file`, `write_file`) at `paths`, as the calls named them, without a
+    /// walk: each path is followed from the workspace's root one name at a time, stated
+    /// without following links, as the walk states it; a folder the write made on the way is
+    /// added, and the file is hashed again unless its stat is the cached one. Those tools write
+    /// one regular file beneath the root and make the missing folders above it, nothing else,
+    /// so every other entry is as the last digests have it. A call that failed is named all the
+    /// same: a failed write may have made folders or cut the file short.
+    ///
+    /// False (the caller walks) for anything this cannot prove to be what a walk would find: a
+    /// path that is not plain (`..`, absolute, empty), a name on the way that is a symlink or no
+    /// longer a folder (a write may have gone through a symlink to another path of the
+    /// workspace), a last name that is a symlink, a folder or a file with another hard link
+    /// (written, it changes another path too), and an entry the digests had that is gone.
+    fn update(&mut self, paths: &[String]) -> io::Result<bool> {
+        let Some(mut entries) = self.last.take() else { return Ok(false) };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        for path in paths {
+            if !self.update_one(root.as_fd(), path, now, &mut entries)? {
+                return Ok(false);
+            }
+        }
+        self.write_pack()?;
+        self.last = Some(entries);
+        Ok(true)
+    }
+
+    /// One path of [`Digests::update`]; false when a walk is needed.
+    fn update_one(
+        &mut self,
+        root: BorrowedFd<'_>,
+        path: &str,
+        now: i128,
+        entries: &mut BTreeMap<String, Entry>,
+    ) -> io::Result<bool> {
+        let names: Vec<&str> = path.split('/').filter(|n| !n.is_empty() && *n != ".").collect();
+        if path.starts_with('/') || names.is_empty() || names.contains(&"..") {
+            return Ok(false);
+        }
+        let mut folder: Option<rustix::fd::OwnedFd> = None;
+        for (i, name) in names.iter().enumerate() {
+            let rel = names[..=i].join("/");
+            let dir = folder.as_ref().map_or(root, |f| f.as_fd());
+            let st = match rustix::fs::statat(dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                // Not there: the write failed before it made this name; below it is nothing
+                // either. Unless the digests had it: then something removed it.
+                Err(rustix::io::Errno::NOENT) => return Ok(!entries.contains_key(&rel)),
+                Err(e) => return Err(e.into()),
+            };
+            let last = i + 1 == names.len();
+            match (FileType::from_raw_mode(st.st_mode), last) {
+                (FileType::Directory, false) => {
+                    match entries.get(&rel) {
+                        Some(Entry::Dir) => {}
+                        // A folder the write made: nothing is in it but what the step's writes
+                        // put there, and each of those is one of the paths.
+                        None => {
+                            entries.insert(rel, Entry::Dir);
+                        }
+                        Some(_) => return Ok(false),
+                    }
+                    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    folder = Some(rustix::fs::openat(dir, *name, flags, Mode::empty())?);
+                }
+                (FileType::RegularFile, true) if st.st_nlink == 1 => {
+                    if !matches!(entries.get(&rel), None | Some(Entry::File { .. })) {
+                        return Ok(false);
+                    }
+                    let stat = Stat::of(&st);
+                    let sha = match self.cache.get(&rel) {
+                        Some((cached, true, sha)) if *cached == stat => sha.clone(),
+                        _ => {
+                            let bytes = read_at(dir, OsStr::new(name), stat.size)?;
+                            self.hashed += 1;
+                            let sha = sha256_hex(&bytes);
+                            if self.baseline.get(&rel) != Some(&sha) {
+                                self.keep_blob(&sha, &bytes)?;
+                            }
+                            // Trusted by a later walk on the same rule as a file it hashed.
+                            let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
+                            self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
+                            sha
+                        }
+                    };
+                    entries.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
+                }
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// Something outside the agent's tools may have changed the workspace (a session's feature
@@ -631,7 +767,7 @@ impl Checkpointer {
     /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
     pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
         let mut digests = Digests::new(ws, cell_dir).after_copy(ws);
-        digests.current(true)?;
+        digests.current(&Changes::Anything)?;
         Ok(Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
             digests,
@@ -654,13 +790,13 @@ impl Checkpointer {
 
     /// Saves `state` after its step. `position` is the trace writer's (the step's
     /// `state_updated` is the last event); `tokens` the fold's (input, output) counters;
-    /// `files_changed` false when none of the step's calls could change a file
-    /// ([`crate::action::Tool::may_change_files`], and no hooks ran): the workspace's digests
-    /// are then the last scan's, without walking the files again.
+    /// `changes` what the step's calls may have changed ([`Changes`]): the workspace's digests
+    /// are the last ones when nothing, those brought up to date at the written paths when only
+    /// the file tools wrote, and a walk's otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn save(
         &mut self,
-        files_changed: bool,
+        changes: &Changes,
         ids: (&str, &str),
         state: &LoopState,
         provider: Option<serde_json::Value>,
@@ -687,7 +823,7 @@ impl Checkpointer {
         if !lines.is_empty() {
             self.append_to_log(&lines)?;
         }
-        let workspace = self.digests.current(files_changed)?;
+        let workspace = self.digests.current(changes)?;
         let LoopState {
             step,
             finished,
@@ -1101,10 +1237,10 @@ pub(super) fn save(
     state: &LoopState,
     provider: &dyn crate::model::Provider,
     started: Instant,
-    files_changed: bool,
+    changes: &Changes,
 ) -> io::Result<()> {
     let saved = checkpointer.save(
-        files_changed,
+        changes,
         (&plan.run_id, &plan.cell_id),
         state,
         provider.saved_state(),
@@ -1364,7 +1500,8 @@ mod tests {
         for step in 1..=3 {
             state.step = step;
             state.observations.push(Observation::new(step, "read_file", format!("read_file a.py #{step}"), "ok", &big));
-            let saved = c.save(true, ("r", "c"), &state, None, (Some(step as u64 * 3), 10), (0, 0), 1).unwrap();
+            let saved =
+                c.save(&Changes::Anything, ("r", "c"), &state, None, (Some(step as u64 * 3), 10), (0, 0), 1).unwrap();
             c.committed();
             sizes.push(saved.bytes);
             let text = std::fs::read_to_string(cell.join(&saved.path)).unwrap();
@@ -1418,18 +1555,102 @@ mod tests {
         let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
         tree(&ws, &[("a.py", "x = 1\n")]);
         let mut d = Digests::new(&ws, &cell);
-        let first = d.current(true).unwrap().clone();
+        let first = d.current(&Changes::Anything).unwrap().clone();
         // Written behind the digests' back: a step whose calls cannot write does not look.
         tree(&ws, &[("b.py", "y = 2\n")]);
-        assert_eq!(d.current(false).unwrap(), &first, "no walk after a read-only step");
-        let scanned = d.current(true).unwrap();
+        assert_eq!(d.current(&Changes::None).unwrap(), &first, "no walk after a read-only step");
+        let scanned = d.current(&Changes::Anything).unwrap();
         assert!(scanned.contains_key("b.py"), "a step that may have written is scanned: {scanned:?}");
         // A new session (feature checks and git ran in between) always scans.
         tree(&ws, &[("c.py", "z = 3\n")]);
         d.forget_last();
-        assert!(d.current(false).unwrap().contains_key("c.py"));
+        assert!(d.current(&Changes::None).unwrap().contains_key("c.py"));
         // A fresh Digests has no scan to reuse.
-        assert!(Digests::new(&ws, &cell).current(false).unwrap().contains_key("c.py"));
+        assert!(Digests::new(&ws, &cell).current(&Changes::None).unwrap().contains_key("c.py"));
+    }
+
+    /// A walk of `ws` from nothing: what every cheaper way to the digests must equal.
+    fn walked(ws: &Path) -> BTreeMap<String, Entry> {
+        let scratch = tempfile::tempdir().unwrap();
+        Digests::new(ws, scratch.path()).scan().unwrap()
+    }
+
+    #[test]
+    fn a_step_of_file_tool_writes_updates_the_written_paths_as_a_walk_would_find_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n")]);
+        std::fs::create_dir_all(&cell).unwrap();
+        let link = cell.join("workspace");
+        let ws = crate::workspace::fresh(&fixture, &ws, &link).unwrap();
+        let mut d = Digests::new(&ws, &cell).after_copy(&ws);
+        d.current(&Changes::Anything).unwrap();
+        let paths = |p: &[&str]| Changes::Paths(p.iter().map(|s| s.to_string()).collect());
+        // An edit, a new file two new folders down, a rewrite of the same size, and names
+        // spelled as a model spells them.
+        tree(&ws, &[("a.py", "x = 2\n"), ("new/deep/c.py", "z = 1\n"), ("pkg/b.py", "y = 2\n")]);
+        let (hashed, walks) = (d.hashed, d.walks);
+        let now = d.current(&paths(&["a.py", "./new/deep/c.py", "pkg//b.py"])).unwrap().clone();
+        assert_eq!(now, walked(&ws));
+        assert_eq!((d.hashed - hashed, d.walks - walks), (3, 0), "the three written files read, no walk");
+        assert!(matches!(now.get("new/deep"), Some(Entry::Dir)), "the folders the write made: {now:?}");
+        // A failed write names a path that is not there: nothing changes.
+        assert_eq!(d.current(&paths(&["missing/x.py"])).unwrap(), &now);
+        assert_eq!(d.walks, walks);
+        // Their contents are stored, so a rebuild gives them back.
+        std::fs::write(ws.join("new/deep/c.py"), "spoiled").unwrap();
+        restore(&fixture, &ws, &link, &cell, &now).unwrap();
+        assert!(verify(&ws, &cell, &now).is_ok());
+        assert_eq!(std::fs::read_to_string(ws.join("new/deep/c.py")).unwrap(), "z = 1\n");
+        // After the rebuild, digests that take up from the checkpoint.
+        let mut d = verify(&ws, &cell, &now).unwrap();
+        d.keep = true;
+        d.last = Some(now);
+        // What the update cannot prove it saw whole is walked: a write through a symlinked
+        // folder (it reaches pkg/), a file with a second name, a path with `..`, and a path
+        // whose folder the digests had and which is gone.
+        std::os::unix::fs::symlink("pkg", ws.join("via")).unwrap();
+        d.current(&Changes::Anything).unwrap();
+        tree(&ws, &[("pkg/d.py", "through the link\n")]);
+        assert_eq!(d.current(&paths(&["via/d.py"])).unwrap(), &walked(&ws));
+        std::fs::hard_link(ws.join("pkg/d.py"), ws.join("twin.py")).unwrap();
+        d.current(&Changes::Anything).unwrap();
+        std::fs::write(ws.join("twin.py"), "both names\n").unwrap();
+        assert_eq!(d.current(&paths(&["twin.py"])).unwrap(), &walked(&ws));
+        std::fs::write(ws.join("a.py"), "x = 3\n").unwrap();
+        assert_eq!(d.current(&paths(&["pkg/../a.py"])).unwrap(), &walked(&ws));
+        std::fs::remove_dir_all(ws.join("new")).unwrap();
+        assert_eq!(d.current(&paths(&["new/deep/c.py"])).unwrap(), &walked(&ws));
+        // A file replaced by a folder of that name.
+        std::fs::remove_file(ws.join("a.py")).unwrap();
+        tree(&ws, &[("a.py/inner.py", "i\n")]);
+        assert_eq!(d.current(&paths(&["a.py/inner.py"])).unwrap(), &walked(&ws));
+    }
+
+    #[test]
+    fn a_step_that_ran_a_command_sees_every_kind_of_change_a_walk_sees() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("a.py", "x = 1\n"), ("b.py", "y = 1\n"), ("c.py", "z\n"), ("pkg/d.py", "d\n")]);
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        std::fs::create_dir_all(&cell).unwrap();
+        let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let mut d = Digests::new(&ws, &cell).after_copy(&ws);
+        d.current(&Changes::Anything).unwrap();
+        // Past the racy window, so every listing and stat the digests hold is trusted.
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        d.current(&Changes::Anything).unwrap();
+        // A write of the same size, a rename, a removal, a folder with files inside, and a
+        // file replaced by a symlink, each by a command as the agent's commands run.
+        let script = "printf 'x = 2\\n' > a.py && mv b.py b2.py && rm c.py && mkdir -p made/sub \
+                      && printf 'm' > made/sub/m.py && rm pkg/d.py && ln -s ../a.py pkg/d.py";
+        let out = std::process::Command::new("sh").args(["-c", script]).current_dir(&ws).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let now = d.current(&Changes::Anything).unwrap().clone();
+        assert_eq!(now, walked(&ws));
+        assert_eq!(now.get("pkg/d.py"), Some(&Entry::Symlink { target: "../a.py".into() }));
+        assert!(now.contains_key("made/sub/m.py") && now.contains_key("b2.py"));
+        assert!(!now.contains_key("b.py") && !now.contains_key("c.py"));
     }
 
     #[test]
@@ -1456,7 +1677,7 @@ mod tests {
         assert_eq!(second.digests.last.as_ref(), Some(&from_scratch(&ws2)));
         // A write at once, of the same size: its modification time is no longer the fixture's.
         std::fs::write(ws2.join("a.py"), "x = 2\n").unwrap();
-        let now = second.digests.current(true).unwrap().clone();
+        let now = second.digests.current(&Changes::Anything).unwrap().clone();
         assert_eq!(now, from_scratch(&ws2));
         assert_eq!(second.digests.hashed, 1, "a.py read again, the untouched copies trusted by their stat");
         assert_eq!(stored(&cell2).get(&sha256_hex(b"x = 2\n")).unwrap(), b"x = 2\n", "its new content stored");
@@ -1510,7 +1731,7 @@ mod tests {
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
         let state = LoopState { step: 1, ..LoopState::default() };
-        let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        let saved = cp.save(&Changes::Anything, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
         w.append(Checkpointer::event(1, &saved)).unwrap();
         cp.committed();
         (fixture, ws, cell)
@@ -1535,7 +1756,7 @@ mod tests {
         }
         w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
         let state = LoopState { step: 1, ..LoopState::default() };
-        let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+        let saved = cp.save(&Changes::Anything, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
         w.append(Checkpointer::event(1, &saved)).unwrap();
         cp.committed();
         drop((w, cp));
@@ -1637,7 +1858,7 @@ mod tests {
                 .unwrap();
             state.step = step;
             state.observations.push(Observation::new(step, "read_file", format!("read #{step}"), "ok", "x = 1"));
-            let saved = cp.save(true, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
+            let saved = cp.save(&Changes::Anything, ("r", "c"), &state, None, w.position(), (0, 0), 3).unwrap();
             w.append(Checkpointer::event(step, &saved)).unwrap();
             cp.committed();
             paths.push(saved.path);
@@ -1662,7 +1883,8 @@ mod tests {
         r.writer
             .append(EventBody::StateUpdated { step: 4, steps_used: 4, files_modified: vec![], finished: false })
             .unwrap();
-        let saved = r.checkpointer.save(true, ("r", "c"), &state, None, r.writer.position(), (0, 0), 3).unwrap();
+        let saved =
+            r.checkpointer.save(&Changes::Anything, ("r", "c"), &state, None, r.writer.position(), (0, 0), 3).unwrap();
         assert_eq!(saved.path, "checkpoint/state-2.json");
         r.writer.append(Checkpointer::event(4, &saved)).unwrap();
         r.checkpointer.committed();

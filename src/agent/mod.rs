@@ -505,9 +505,9 @@ async fn steps(
         let size = record_actions(rec, step, &reply)?;
 
         let mut finished = false;
-        // Whether a call of this step may have changed a file (its checkpoint then scans the
-        // workspace). A hook is a command that may write anywhere.
-        let mut files_changed = !spec.hooks.is_empty();
+        // What the calls of this step may have changed (what its checkpoint looks at). A hook
+        // is a command that may write anywhere.
+        let mut changes = if spec.hooks.is_empty() { checkpoint::Changes::None } else { checkpoint::Changes::Anything };
         let mut turn = Turn {
             cell,
             step,
@@ -550,7 +550,11 @@ async fn steps(
                 let gate = turn.gate(rec, &reply.actions[i])?;
                 gated.push((i, turn.pre_hooks(rec, i, gate).await?));
             }
-            files_changed |= gated.iter().any(|(_, g)| matches!(g, Gate::Run(call) if call.tool().may_change_files()));
+            for (_, g) in &gated {
+                if let Gate::Run(call) = g {
+                    changes.add(call);
+                }
+            }
             // A delegation runs a model loop of its own (`delegate.rs`): alone, never batched.
             let delegated = match gated.as_slice() {
                 [(_, Gate::Run(call @ Call::DelegateReadonly { .. }))] => {
@@ -604,7 +608,7 @@ async fn steps(
         (state.step, state.finished) = (step, finished);
         if let Some(c) = checkpoints.as_mut() {
             WaitClock::time(Part::Checkpoints, || {
-                checkpoint::save(rec, c, plan, &state, provider.as_ref(), started, files_changed)
+                checkpoint::save(rec, c, plan, &state, provider.as_ref(), started, &changes)
             })?;
         }
         if finished {
