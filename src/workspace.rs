@@ -44,7 +44,14 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         fs::create_dir_all(parent).map_err(wrap)?;
     }
     fs::create_dir(dest).map_err(wrap)?;
-    let mut copied = Copied { started: SystemTime::now(), files: HashMap::new() };
+    let mut copied = Copied {
+        fixture: fixture.to_path_buf(),
+        started: SystemTime::now(),
+        files: HashMap::new(),
+        folders: HashMap::new(),
+        symlinks: HashMap::new(),
+        names_utf8: true,
+    };
     copy_tree(fixture, dest, &mut Reflink::Untried, "", &mut copied).map_err(wrap)?;
     let dest = dest.canonicalize().map_err(wrap)?;
     keep_copied(&dest, copied);
@@ -115,15 +122,41 @@ enum Reflink {
     Unsupported,
 }
 
-/// What one [`fresh`] copy made, for the workspace's first digests: per regular file copied
-/// by [`copy_file`] (by its workspace path, `/`-separated, lossy as the digests name paths), the
-/// fixture file it came from and that file's stat taken after its bytes were copied (or
-/// reflinked).
+/// What one [`fresh`] copy made, for the workspace's first digests, which are taken from it
+/// rather than by a walk of the copy (src/agent/checkpoint.rs): every folder, regular file and
+/// symlink it made, by workspace path (`/`-separated, lossy as the digests name paths; "" is
+/// the workspace itself).
 pub struct Copied {
+    /// The fixture copied (as the caller named it).
+    pub fixture: PathBuf,
     /// When the copy began: a fixture file whose stat has not moved since well before this
     /// (the checkpoint's racy window) had the same content all through the copy.
     pub started: SystemTime,
-    pub files: HashMap<String, (PathBuf, rustix::fs::Stat)>,
+    pub files: HashMap<String, CopiedFile>,
+    pub folders: HashMap<String, CopiedFolder>,
+    pub symlinks: HashMap<String, PathBuf>,
+    /// False when a name is not UTF-8: the paths above name it lossily, so the digests walk.
+    pub names_utf8: bool,
+}
+
+/// A regular file of a copy.
+pub struct CopiedFile {
+    /// Its fixture file, and that file's stat taken after its bytes were copied (or reflinked).
+    pub source: PathBuf,
+    pub source_stat: rustix::fs::Stat,
+    /// The copy's own stat, once its bytes and its modification time were set.
+    pub stat: rustix::fs::Stat,
+}
+
+/// A folder of a copy.
+pub struct CopiedFolder {
+    /// The names made in it.
+    pub names: Vec<std::ffi::OsString>,
+    /// Its fixture folder's stat after its entries were copied: the copy was given that
+    /// folder's modification time, as a copied file is its file's.
+    pub source_stat: rustix::fs::Stat,
+    /// Its own stat once filled and given that time.
+    pub stat: rustix::fs::Stat,
 }
 
 /// The copies made and not yet taken, by canonical workspace path. Bounded: a workspace whose
@@ -149,18 +182,22 @@ pub fn take_copied(ws: &Path) -> Option<Copied> {
 }
 
 fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &mut Copied) -> io::Result<()> {
+    let mut names = Vec::new();
     for entry in fs::read_dir(src)? {
         let entry = entry?;
         let from = entry.path();
         let to = dst.join(entry.file_name());
         let ty = entry.file_type()?;
         let name = entry.file_name();
+        copied.names_utf8 &= name.to_str().is_some();
         let path = match rel {
             "" => name.to_string_lossy().into_owned(),
             _ => format!("{rel}/{}", name.to_string_lossy()),
         };
         if ty.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
+            let target = fs::read_link(&from)?;
+            std::os::unix::fs::symlink(&target, &to)?;
+            copied.symlinks.insert(path, target);
         } else if ty.is_dir() {
             fs::create_dir(&to)?;
             copy_tree(&from, &to, reflink, &path, copied)?;
@@ -168,28 +205,44 @@ fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &
             // A failed reflink creates the file, fails and removes it before the copy creates
             // it again: on a file system without reflinks (ext4) that tripled the cost of every
             // file of the copy, so only the first file asks.
-            if *reflink == Reflink::Unsupported {
-                let stat = copy_file(&from, &to)?;
-                copied.files.insert(path, (from, stat));
+            let file = if *reflink == Reflink::Unsupported {
+                let (source_stat, stat) = copy_file(&from, &to)?;
+                CopiedFile { source: from, source_stat, stat }
             } else {
                 let made = reflink_copy::reflink_or_copy(&from, &to)?;
                 *reflink = if made.is_some() { Reflink::Unsupported } else { Reflink::Works };
                 // The fixture file's modification time, as copy_file gives it (by path: the
                 // copy may be read-only, and its owner may set its times all the same).
-                let st = rustix::fs::lstat(&from)?;
-                let omit = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT };
-                let times = rustix::fs::Timestamps {
-                    last_access: omit,
-                    last_modification: rustix::fs::Timespec {
-                        tv_sec: st.st_mtime as _,
-                        tv_nsec: st.st_mtime_nsec as _,
-                    },
-                };
-                rustix::fs::utimensat(rustix::fs::CWD, &to, &times, rustix::fs::AtFlags::empty())?;
-                copied.files.insert(path, (from, st));
-            }
+                let source_stat = rustix::fs::lstat(&from)?;
+                set_mtime(&to, &source_stat)?;
+                CopiedFile { source: from, source_stat, stat: rustix::fs::lstat(&to)? }
+            };
+            copied.files.insert(path, file);
+        } else {
+            // Sockets, fifos and devices are not copied.
+            continue;
         }
+        names.push(name);
     }
+    // The folder keeps its fixture folder's modification time too, set once it is filled:
+    // adding, removing or renaming an entry later always moves it, so the checkpoint can trust
+    // the folder's listing at once (src/agent/checkpoint.rs).
+    let source_stat = rustix::fs::stat(src)?;
+    set_mtime(dst, &source_stat)?;
+    let stat = rustix::fs::lstat(dst)?;
+    copied.folders.insert(rel.to_string(), CopiedFolder { names, source_stat, stat });
+    Ok(())
+}
+
+/// Gives `to` the modification time of `like` (by path, not following a last symlink: `to` is
+/// a file or folder the copy made).
+fn set_mtime(to: &Path, like: &rustix::fs::Stat) -> io::Result<()> {
+    let omit = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT };
+    let times = rustix::fs::Timestamps {
+        last_access: omit,
+        last_modification: rustix::fs::Timespec { tv_sec: like.st_mtime as _, tv_nsec: like.st_mtime_nsec as _ },
+    };
+    rustix::fs::utimensat(rustix::fs::CWD, to, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(())
 }
 
@@ -198,8 +251,8 @@ fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &
 /// `fchmod` unless the umask took bits away) and its length is known, so the copy ends without
 /// a last call to find the end. A fixture copy is a few of these per file, hundreds per cell on
 /// the larger fixtures. The copy gets `from`'s modification time; returns `from`'s stat as it
-/// is after the copy (a write to it during the copy shows there).
-fn copy_file(from: &Path, to: &Path) -> io::Result<rustix::fs::Stat> {
+/// is after the copy (a write to it during the copy shows there) and the copy's.
+fn copy_file(from: &Path, to: &Path) -> io::Result<(rustix::fs::Stat, rustix::fs::Stat)> {
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     let source = fs::File::open(from)?;
     let meta = source.metadata()?;
@@ -225,7 +278,7 @@ fn copy_file(from: &Path, to: &Path) -> io::Result<rustix::fs::Stat> {
         }
     }
     target.set_modified(meta.modified()?)?;
-    Ok(rustix::fs::fstat(&source)?)
+    Ok((rustix::fs::fstat(&source)?, rustix::fs::fstat(&target)?))
 }
 
 /// This process's umask, from /proc (reading it with umask(2) would change it for a moment, for
@@ -298,6 +351,9 @@ mod tests {
         // What the copy made, for the workspace's first digests, once.
         let copied = take_copied(&ws).expect("the copy's facts");
         assert_eq!(copied.files.len(), 3, "every file (the first one too, when reflinks fail)");
+        assert_eq!(copied.folders[""].names.len(), 3);
+        let mtime = |p: &Path| fs::symlink_metadata(p).unwrap().modified().unwrap();
+        assert_eq!(mtime(&ws), mtime(&fixture), "the folder keeps its fixture folder's modification time");
         assert!(take_copied(&ws).is_none());
     }
 }

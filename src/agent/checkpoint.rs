@@ -279,6 +279,8 @@ pub struct Digests {
     hashed: usize,
     /// Walks of the whole workspace so far (the tests' measure of what an update saved).
     walks: usize,
+    /// Fixture digests this workspace's first scan added to the process's cache.
+    learned: usize,
 }
 
 /// The digests of fixture files, by their path, with the stat each was taken under: the fixture
@@ -293,12 +295,104 @@ fn fixture_digests() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (Stat, S
     FIXTURE_DIGESTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A copied file as its copy left it: its fixture file, that file's stat after the copy, and
-/// whether that stat was settled before the copy began.
-struct CopyOf {
-    source: PathBuf,
-    stat: Stat,
-    settled: bool,
+/// The fixture digests kept for later processes, one file per fixture in the store (the
+/// folder of stored repo maps, `.repo-maps` beside the runs' workspaces):
+/// `fixture-digests-<sha256 of the fixture's path>.json`. Every cell of a one-epoch matrix
+/// copies a fixture no earlier cell of its process copied, so without them every first scan
+/// read and hashed every file of its copy. An entry is used only as one the process made is:
+/// for a copy of a fixture file that was settled before the copy began and whose stat (size,
+/// modification and change times, inode, mode) is the one stored, on the same device as when it
+/// was stored. A change time cannot be set back, so a fixture file changed since, however its
+/// size and modification time were put back, is read and hashed. A file that does not parse,
+/// is of another format or of another fixture is ignored (and written again by the next cell
+/// that hashes something).
+#[derive(Serialize, Deserialize)]
+struct StoredDigests {
+    format: u32,
+    /// The fixture's path, as the cells name it.
+    fixture: PathBuf,
+    /// The device the fixture is on.
+    dev: u64,
+    /// Per fixture file, by its path relative to the fixture.
+    files: BTreeMap<String, StoredDigest>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredDigest {
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    ino: u64,
+    mode: u32,
+    sha256: String,
+}
+
+/// The fixtures whose stored digests this process has read.
+static STORED_LOADED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl StoredDigests {
+    /// Version of this file's layout.
+    const FORMAT: u32 = 1;
+
+    fn path(store: &Path, fixture: &Path) -> PathBuf {
+        let name = sha256_hex(fixture.as_os_str().as_bytes());
+        store.join(format!("fixture-digests-{name}.json"))
+    }
+
+    fn dev(fixture: &Path) -> Option<u64> {
+        rustix::fs::stat(fixture).ok().map(|st| st.st_dev)
+    }
+
+    /// Puts the digests stored for `fixture` into the process's cache, once per process and
+    /// fixture (an entry the process has already is kept).
+    fn load(store: &Path, fixture: &Path) {
+        {
+            let mut loaded = STORED_LOADED.lock().unwrap_or_else(|e| e.into_inner());
+            if loaded.iter().any(|f| f == fixture) {
+                return;
+            }
+            loaded.push(fixture.to_path_buf());
+        }
+        let Ok(bytes) = std::fs::read(Self::path(store, fixture)) else { return };
+        let Ok(stored) = serde_json::from_slice::<StoredDigests>(&bytes) else { return };
+        if stored.format != Self::FORMAT || stored.fixture != fixture || Self::dev(fixture) != Some(stored.dev) {
+            return;
+        }
+        let mut cache = fixture_digests();
+        for (rel, d) in stored.files {
+            let stat = Stat {
+                size: d.size,
+                mtime_ns: i128::from(d.mtime_ns),
+                ctime_ns: i128::from(d.ctime_ns),
+                ino: d.ino,
+                mode: d.mode,
+            };
+            cache.entry(fixture.join(rel)).or_insert((stat, d.sha256));
+        }
+    }
+
+    /// Writes what the process's cache holds of `fixture`'s files, atomically.
+    fn store(store: &Path, fixture: &Path) -> io::Result<()> {
+        let Some(dev) = Self::dev(fixture) else { return Ok(()) };
+        let files = fixture_digests()
+            .iter()
+            .filter_map(|(path, (st, sha))| {
+                let rel = path.strip_prefix(fixture).ok()?.to_str()?.to_string();
+                let d = StoredDigest {
+                    size: st.size,
+                    mtime_ns: i64::try_from(st.mtime_ns).ok()?,
+                    ctime_ns: i64::try_from(st.ctime_ns).ok()?,
+                    ino: st.ino,
+                    mode: st.mode,
+                    sha256: sha.clone(),
+                };
+                Some((rel, d))
+            })
+            .collect();
+        let stored = StoredDigests { format: Self::FORMAT, fixture: fixture.to_path_buf(), dev, files };
+        std::fs::create_dir_all(store)?;
+        crate::util::write_atomic_unsynced(&Self::path(store, fixture), &serde_json::to_vec(&stored)?)
+    }
 }
 
 impl Digests {
@@ -339,6 +433,7 @@ impl Digests {
             copied: None,
             hashed: 0,
             walks: 0,
+            learned: 0,
         }
     }
 
@@ -346,20 +441,6 @@ impl Digests {
     fn after_copy(mut self, ws: &Path) -> Digests {
         self.copied = crate::workspace::take_copied(ws);
         self
-    }
-
-    /// `rel`'s fixture file when the workspace file at `rel` (stated as `stat`) is as its copy
-    /// left it: the fixture file's size, and its modification time, which the copy gave it.
-    fn copy_of(&self, rel: &str, stat: &Stat) -> Option<CopyOf> {
-        let copied = self.copied.as_ref()?;
-        let (source, st) = copied.files.get(rel)?;
-        let source_stat = Stat::of(st);
-        if source_stat.size != stat.size || source_stat.mtime_ns != stat.mtime_ns {
-            return None;
-        }
-        let started = copied.started.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
-        let settled = started - source_stat.mtime_ns.max(source_stat.ctime_ns) > RACY_NS;
-        Some(CopyOf { source: source.clone(), stat: source_stat, settled })
     }
 
     /// Keeps the content `sha` for the pack unless it is stored already (written at the end
@@ -415,21 +496,94 @@ impl Digests {
 
     /// Every path of the workspace now. Files whose stat changed since the last scan are
     /// hashed again and, once the baseline is taken, their contents kept.
+    /// The first scan of a fresh copy is not a walk: the copy says what it made
+    /// ([`Digests::scan_copy`]).
     pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
-        self.walks += 1;
-        let mut out = BTreeMap::new();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        // The workspace's own folder is always listed (it is where the agent writes most).
-        self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
+        let mut out = BTreeMap::new();
+        // A copy's facts hold for a first scan only (they are taken for no other).
+        let first = !self.keep;
+        match self.copied.take().filter(|c| c.names_utf8 && first) {
+            Some(copied) => self.scan_copy(root.as_fd(), copied, now, &mut out)?,
+            None => {
+                self.walks += 1;
+                // The workspace's own folder is always listed (it is where the agent writes most).
+                self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
+            }
+        }
         self.write_pack()?;
         self.cache.retain(|path, _| out.contains_key(path));
         self.listings.retain(|path, _| matches!(out.get(path), Some(Entry::Dir)));
         // From here on, every new content is one a restore may need.
         self.keep = true;
-        // What the copy made is the first scan's only: anything may have written since.
-        self.copied = None;
         Ok(out)
+    }
+
+    /// The first digests of a fresh copy, from what the copy made ([`crate::workspace::Copied`])
+    /// rather than by walking it: its folders, symlinks and files, each file's stat as the copy
+    /// left it. A file's digest is its fixture file's when the process (or the store,
+    /// [`StoredDigests`]) has it for that file's stat and the file was settled before the copy
+    /// began; otherwise the copy is read and hashed, and the digest kept for the fixture's next
+    /// cells. Nothing of the cell has run yet, so the workspace is what the copy made.
+    ///
+    /// A copied file or folder has its fixture's modification time, long past: any write to
+    /// the file, and any entry added, removed or renamed in the folder, moves it, however soon
+    /// after the copy. So a copy's stat (and a copied folder's listing) is trusted from here on
+    /// if that time is outside the racy window, though its change time, the copy's, is recent
+    /// (only a change that also set that exact modification time back within the clock tick of
+    /// the copy would go unseen).
+    fn scan_copy(
+        &mut self,
+        root: BorrowedFd<'_>,
+        copied: crate::workspace::Copied,
+        now: i128,
+        out: &mut BTreeMap<String, Entry>,
+    ) -> io::Result<()> {
+        let started = copied.started.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let settled_before_copy = |st: &Stat| started - st.mtime_ns.max(st.ctime_ns) > RACY_NS;
+        for (rel, folder) in copied.folders {
+            let (stat, source) = (Stat::of(&folder.stat), Stat::of(&folder.source_stat));
+            // The workspace's own folder is always listed (as by a walk).
+            if rel.is_empty() {
+                continue;
+            }
+            let settled =
+                stat.mtime_ns == source.mtime_ns && settled_before_copy(&source) && now - stat.mtime_ns > RACY_NS;
+            self.listings.insert(rel.clone(), Listing { stat, settled, names: folder.names.into() });
+            out.insert(rel, Entry::Dir);
+        }
+        for (rel, target) in copied.symlinks {
+            out.insert(rel, Entry::Symlink { target: target.to_string_lossy().into_owned() });
+        }
+        for (rel, file) in copied.files {
+            let (stat, source) = (Stat::of(&file.stat), Stat::of(&file.source_stat));
+            let usable = settled_before_copy(&source);
+            let known = usable
+                .then(|| fixture_digests().get(&file.source).filter(|(st, _)| *st == source).map(|(_, s)| s.clone()))
+                .flatten();
+            let sha = match known {
+                Some(sha) => sha,
+                None => {
+                    let resolve = rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_SYMLINKS;
+                    let fd = rustix::fs::openat2(root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), resolve)?;
+                    let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0).saturating_add(1));
+                    std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes)?;
+                    self.hashed += 1;
+                    let sha = sha256_hex(&bytes);
+                    if usable {
+                        fixture_digests().insert(file.source, (source, sha.clone()));
+                        self.learned += 1;
+                    }
+                    sha
+                }
+            };
+            self.baseline.insert(rel.clone(), sha.clone());
+            let settled = stat.mtime_ns == source.mtime_ns && now - stat.mtime_ns > RACY_NS;
+            self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
+            out.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
+        }
+        Ok(())
     }
 
     /// The workspace now, from what the step is known to have changed since the last call:
@@ -638,38 +792,18 @@ impl Digests {
                     let sha = match self.cache.get(&rel) {
                         Some((cached, true, sha)) if *cached == stat => sha.clone(),
                         _ => {
-                            // The first scan of a fresh copy: a file as the copy left it has its
-                            // fixture file's content, whose digest another cell may have taken.
-                            let copy = self.copy_of(&rel, &stat);
-                            let known = copy.as_ref().filter(|c| c.settled).and_then(|c| {
-                                fixture_digests().get(&c.source).filter(|(st, _)| *st == c.stat).map(|(_, s)| s.clone())
-                            });
-                            let sha = match known {
-                                Some(sha) => sha,
-                                None => {
-                                    let bytes = read_at(dir, &at, stat.size)?;
-                                    self.hashed += 1;
-                                    let sha = sha256_hex(&bytes);
-                                    if self.keep && self.baseline.get(&rel) != Some(&sha) {
-                                        self.keep_blob(&sha, &bytes)?;
-                                    }
-                                    if let Some(c) = copy.as_ref().filter(|c| c.settled) {
-                                        fixture_digests().insert(c.source.clone(), (c.stat, sha.clone()));
-                                    }
-                                    sha
-                                }
-                            };
+                            let bytes = read_at(dir, &at, stat.size)?;
+                            self.hashed += 1;
+                            let sha = sha256_hex(&bytes);
+                            if self.keep && self.baseline.get(&rel) != Some(&sha) {
+                                self.keep_blob(&sha, &bytes)?;
+                            }
                             if !self.keep {
                                 self.baseline.insert(rel.clone(), sha.clone());
                             }
-                            // A copy has its fixture file's modification time, long past: any
-                            // write moves it, however soon after the copy, so its stat is
-                            // trusted from now on (its ctime, the copy's, is recent; only a
-                            // write that also set that exact modification time back within the
-                            // clock tick of the copy would go unseen). Anything else is trusted
-                            // once its last change, of either time, is outside the racy window.
-                            let changed = if copy.is_some() { stat.mtime_ns } else { stat.mtime_ns.max(stat.ctime_ns) };
-                            let settled = now - changed > RACY_NS;
+                            // Trusted once its last change, of either time, is outside the
+                            // racy window.
+                            let settled = now - stat.mtime_ns.max(stat.ctime_ns) > RACY_NS;
                             self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
                             sha
                         }
@@ -765,9 +899,22 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
-    pub fn start(ws: &Path, cell_dir: &Path) -> io::Result<Checkpointer> {
+    /// `store` is where fixture digests are kept for later processes ([`StoredDigests`]):
+    /// those of the copied fixture are read before the scan, and written after it when it
+    /// hashed fixture files the store did not have.
+    pub fn start(ws: &Path, cell_dir: &Path, store: Option<&Path>) -> io::Result<Checkpointer> {
         let mut digests = Digests::new(ws, cell_dir).after_copy(ws);
+        let fixture = digests.copied.as_ref().map(|c| c.fixture.clone());
+        if let (Some(store), Some(fixture)) = (store, &fixture) {
+            StoredDigests::load(store, fixture);
+        }
         digests.current(&Changes::Anything)?;
+        if let (Some(store), Some(fixture)) = (store, &fixture)
+            && digests.learned > 0
+            && let Err(e) = StoredDigests::store(store, fixture)
+        {
+            tracing::warn!("cannot store the digests of fixture {}: {e}", fixture.display());
+        }
         Ok(Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
             digests,
@@ -782,8 +929,8 @@ impl Checkpointer {
 
     /// [`Checkpointer::start`], or None (a warning) when the workspace cannot be read: the cell
     /// then runs without checkpoints, as it did before they existed.
-    pub fn for_fresh(ws: &Path, cell_dir: &Path) -> Option<Checkpointer> {
-        Checkpointer::start(ws, cell_dir)
+    pub fn for_fresh(ws: &Path, cell_dir: &Path, store: Option<&Path>) -> Option<Checkpointer> {
+        Checkpointer::start(ws, cell_dir, store)
             .map_err(|e| tracing::warn!("cannot digest the workspace {}: {e}; no checkpoints", ws.display()))
             .ok()
     }
@@ -1493,7 +1640,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
         tree(&ws, &[("a.py", "x = 1\n")]);
-        let mut c = Checkpointer::start(&ws, &cell).unwrap();
+        let mut c = Checkpointer::start(&ws, &cell, None).unwrap();
         let big = "1: x = 1\n".repeat(500);
         let mut state = LoopState::default();
         let mut sizes = Vec::new();
@@ -1630,27 +1777,57 @@ mod tests {
     #[test]
     fn a_step_that_ran_a_command_sees_every_kind_of_change_a_walk_sees() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n"), ("b.py", "y = 1\n"), ("c.py", "z\n"), ("pkg/d.py", "d\n")]);
+        let fixture = dir.path().join("fx");
+        tree(
+            &fixture,
+            &[("a.py", "x = 1\n"), ("b.py", "y = 1\n"), ("c.py", "z\n"), ("pkg/d.py", "d\n"), ("pkg/e.py", "e\n")],
+        );
+        std::os::unix::fs::symlink("a.py", fixture.join("pkg/link.py")).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        // A write of the same size, a rename, a removal, a folder with files inside, a file
+        // replaced by a symlink and a symlink by a file, each by a command as the agent's
+        // commands run: at once after the copy (its folders' listings and its files' stats
+        // trusted because they keep the fixture's modification times), and after the racy
+        // window (everything trusted by its own times).
+        let script = "printf 'x = 2\\n' > a.py && mv b.py b2.py && rm c.py && mkdir -p made/sub \
+                      && printf 'm' > made/sub/m.py && rm pkg/d.py && ln -s ../a.py pkg/d.py \
+                      && mv pkg/e.py pkg/e2.py && rm pkg/link.py && printf 'l' > pkg/link.py";
+        for wait in [false, true] {
+            let (ws, cell) = (dir.path().join(format!("ws-{wait}")), dir.path().join(format!("cell-{wait}")));
+            std::fs::create_dir_all(&cell).unwrap();
+            let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+            let mut d = Digests::new(&ws, &cell).after_copy(&ws);
+            assert_eq!(d.current(&Changes::Anything).unwrap(), &walked(&ws), "the copy's facts are a walk's");
+            assert_eq!(d.walks, 0, "the first digests are not walked");
+            assert!(d.listings["pkg"].settled, "a copied folder's listing is trusted at once");
+            if wait {
+                std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+                d.current(&Changes::Anything).unwrap();
+                assert!(d.listings.values().all(|l| l.settled));
+            }
+            let out = std::process::Command::new("sh").args(["-c", script]).current_dir(&ws).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let now = d.current(&Changes::Anything).unwrap().clone();
+            assert_eq!(now, walked(&ws));
+            assert_eq!(now.get("pkg/d.py"), Some(&Entry::Symlink { target: "../a.py".into() }));
+            assert!(matches!(now.get("pkg/link.py"), Some(Entry::File { size: 1, .. })));
+            assert!(now.contains_key("made/sub/m.py") && now.contains_key("b2.py") && now.contains_key("pkg/e2.py"));
+            assert!(!now.contains_key("b.py") && !now.contains_key("c.py") && !now.contains_key("pkg/e.py"));
+        }
+    }
+
+    #[test]
+    fn a_copy_with_a_name_that_is_not_utf8_is_walked_for_its_first_digests() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
+        tree(&fixture, &[("sub/a.py", "x = 1\n")]);
+        std::fs::write(fixture.join("sub").join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), "one").unwrap();
         std::fs::create_dir_all(&cell).unwrap();
         let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
         let mut d = Digests::new(&ws, &cell).after_copy(&ws);
-        d.current(&Changes::Anything).unwrap();
-        // Past the racy window, so every listing and stat the digests hold is trusted.
-        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
-        d.current(&Changes::Anything).unwrap();
-        // A write of the same size, a rename, a removal, a folder with files inside, and a
-        // file replaced by a symlink, each by a command as the agent's commands run.
-        let script = "printf 'x = 2\\n' > a.py && mv b.py b2.py && rm c.py && mkdir -p made/sub \
-                      && printf 'm' > made/sub/m.py && rm pkg/d.py && ln -s ../a.py pkg/d.py";
-        let out = std::process::Command::new("sh").args(["-c", script]).current_dir(&ws).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let now = d.current(&Changes::Anything).unwrap().clone();
-        assert_eq!(now, walked(&ws));
-        assert_eq!(now.get("pkg/d.py"), Some(&Entry::Symlink { target: "../a.py".into() }));
-        assert!(now.contains_key("made/sub/m.py") && now.contains_key("b2.py"));
-        assert!(!now.contains_key("b.py") && !now.contains_key("c.py"));
+        let first = d.current(&Changes::Anything).unwrap().clone();
+        assert_eq!((d.walks, first), (1, walked(&ws)));
     }
 
     #[test]
@@ -1669,10 +1846,10 @@ mod tests {
         let from_scratch = |ws: &Path| Digests::new(ws, &dir.path().join("scratch")).scan().unwrap();
         // The fixture's first cell reads its copies; the next ones read none.
         let (ws1, cell1) = cell(1);
-        let first = Checkpointer::start(&ws1, &cell1).unwrap();
+        let first = Checkpointer::start(&ws1, &cell1, None).unwrap();
         assert_eq!(first.digests.hashed, 3);
         let (ws2, cell2) = cell(2);
-        let mut second = Checkpointer::start(&ws2, &cell2).unwrap();
+        let mut second = Checkpointer::start(&ws2, &cell2, None).unwrap();
         assert_eq!(second.digests.hashed, 0, "every digest from the fixture's");
         assert_eq!(second.digests.last.as_ref(), Some(&from_scratch(&ws2)));
         // A write at once, of the same size: its modification time is no longer the fixture's.
@@ -1684,12 +1861,57 @@ mod tests {
         // A fixture file changed between cells, same size: its stat moved, the copy is read.
         std::fs::write(fixture.join("pkg/b.py"), "y = 2\n").unwrap();
         let (ws3, cell3) = cell(3);
-        let third = Checkpointer::start(&ws3, &cell3).unwrap();
+        let third = Checkpointer::start(&ws3, &cell3, None).unwrap();
         assert_eq!(third.digests.hashed, 1);
         let Some(Entry::File { sha256, .. }) = third.digests.last.as_ref().unwrap().get("pkg/b.py") else { panic!() };
         assert_eq!(*sha256, sha256_hex(b"y = 2\n"));
         // A workspace given to the digests without its copy's facts is read whole, as before.
-        assert_eq!(Checkpointer::start(&ws3, &cell3).unwrap().digests.hashed, 3);
+        assert_eq!(Checkpointer::start(&ws3, &cell3, None).unwrap().digests.hashed, 3);
+    }
+
+    #[test]
+    fn fixture_digests_stored_by_one_process_spare_the_next_its_reads_until_the_fixture_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, store) = (dir.path().join("fx"), dir.path().join("store"));
+        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        let mut n = 0;
+        let mut cell = || {
+            n += 1;
+            let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
+            std::fs::create_dir_all(&cell).unwrap();
+            let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+            let c = Checkpointer::start(&ws, &cell, Some(&store)).unwrap();
+            assert_eq!(c.digests.last.as_ref(), Some(&walked(&ws)), "the digests a walk from nothing takes");
+            c.digests.hashed
+        };
+        // What a new process knows of this fixture: only the store.
+        let new_process = || {
+            fixture_digests().retain(|path, _| !path.starts_with(&fixture));
+            STORED_LOADED.lock().unwrap().retain(|f| *f != fixture);
+        };
+        assert_eq!(cell(), 3, "nothing stored yet: every copy read");
+        let stored = StoredDigests::path(&store, &fixture);
+        assert!(stored.is_file());
+        new_process();
+        assert_eq!(cell(), 0, "every digest from the store");
+        // A fixture file rewritten with content of the same size, its modification time put
+        // back: its change time moved, so its stored digest is not used.
+        let b = fixture.join("pkg/b.py");
+        let mtime = std::fs::metadata(&b).unwrap().modified().unwrap();
+        std::fs::write(&b, "y = 2\n").unwrap();
+        std::fs::File::options().write(true).open(&b).unwrap().set_modified(mtime).unwrap();
+        assert_eq!(std::fs::metadata(&b).unwrap().len(), 6, "same size");
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        new_process();
+        assert_eq!(cell(), 1, "the changed file read, the others from the store");
+        // The store was written again with it: the next process reads nothing.
+        new_process();
+        assert_eq!(cell(), 0);
+        // A store that does not parse is ignored, never trusted.
+        std::fs::write(&stored, b"{\"format\":1,\"fixt").unwrap();
+        new_process();
+        assert_eq!(cell(), 3);
     }
 
     #[test]
@@ -1727,7 +1949,7 @@ mod tests {
         std::fs::create_dir_all(&cell).unwrap();
         crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
         let state = LoopState { step: 1, ..LoopState::default() };
@@ -1745,7 +1967,7 @@ mod tests {
         std::fs::create_dir_all(&cell).unwrap();
         crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
         // The step: the agent's session made a repository and committed, as a sessions case does.
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         for argv in
@@ -1850,7 +2072,7 @@ mod tests {
         std::fs::create_dir_all(&cell).unwrap();
         crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
         let mut state = LoopState::default();
         let mut paths = Vec::new();
         for step in 1..=3 {

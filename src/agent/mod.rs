@@ -269,7 +269,7 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
 /// run's workspaces, which every run of the project (or of the machine, by default) shares and
 /// which no cell's sandbox binds. A cell's workspace is `<workspaces>/<run_id>/<cell_id>`
 /// (`engine::plan_variants`); a plan laid out otherwise keeps its maps in the process only.
-fn repo_map_store(plan: &CellPlan) -> Option<PathBuf> {
+pub(super) fn repo_map_store(plan: &CellPlan) -> Option<PathBuf> {
     let runs = plan.workspace.parent().filter(|p| p.file_name().is_some_and(|n| *n == *plan.run_id))?;
     Some(runs.parent()?.join(REPO_MAP_STORE))
 }
@@ -302,7 +302,9 @@ async fn work(
     let start = match resumed {
         Some(r) => Start::Resumed(r),
         None => Start::Fresh {
-            checkpoints: WaitClock::time(Part::Checkpoints, || Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir)),
+            checkpoints: WaitClock::time(Part::Checkpoints, || {
+                Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir, repo_map_store(cell.plan).as_deref())
+            }),
             session: None,
             map: None,
         },

@@ -99,7 +99,9 @@ pub(super) async fn work(
                         c.next_session();
                         Some(c)
                     }
-                    None => WaitClock::time(Part::Checkpoints, || Checkpointer::for_fresh(ws, &plan.cell_dir)),
+                    None => WaitClock::time(Part::Checkpoints, || {
+                        Checkpointer::for_fresh(ws, &plan.cell_dir, super::repo_map_store(plan).as_deref())
+                    }),
                 };
                 let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);
                 (provider, Start::Fresh { checkpoints, session: Some(at.clone()), map: map.take() })
