@@ -13,27 +13,36 @@
 //! its sha256 check on resume and is refused. (Before 2026-11-24 each step wrote
 //! `checkpoint/step-NNNN.json` by a rename and removed the one before; a resume reads either.)
 //!
-//! The workspace is recorded as digests (path -> sha256, size, mode). After a step none of whose
-//! calls could change a file (reads, listings, searches, the map, a delegation, `finish`; no
-//! hooks in the spec) they are the last scan's, not walked again. Otherwise they are kept cheap
-//! by a stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or when
-//! it changed so recently (50 ms) that the file system's coarse clock could hide a second write, and a
-//! folder is listed again only when its own stat moved (or within that window). Every content
-//! hashed after the cell started is also kept, once, in an append-only store of the cell
-//! (`checkpoint/blobs.pack`, one record per content: a scan's new contents are one write, not a
-//! file each; runs before 2026-11-25 wrote `checkpoint/blobs/<sha256>`, which a resume still
-//! reads), so a workspace can always be rebuilt: a fresh copy of the
-//! fixture, the stored contents over it, the paths the checkpoint does not have removed. A
+//! The workspace is recorded as digests (path -> sha256, size, mode). The checkpoint is told
+//! what the step changed rather than stating the tree every step ([`Changes`]): after a step
+//! none of whose calls could change a file (reads, listings, searches, the map, a delegation,
+//! `finish`; no hooks in the spec) the digests are the last ones; after a step whose only
+//! writes were the harness's `edit_file`/`write_file`, only the paths those calls named are
+//! stated and hashed again ([`Digests::update`], which walks instead when it cannot prove its
+//! result is a walk's). A step that ran a command (tests, `run_command`, a hook) walks the
+//! workspace. Commands are not watched (inotify): a write through a shared mapping raises no
+//! event, where a walk sees the modification time it moves, and a change a checkpoint missed
+//! would be undone by a resume that rebuilds the workspace from it. A walk is kept cheap by a
+//! stat cache: a file is hashed again only when its size, mtime, ctime or inode changed, or
+//! when it changed so recently (50 ms) that the file system's coarse clock could hide a second
+//! write, and a folder is listed again only when its own stat moved (or within that window).
+//! Every content hashed after the cell started is also kept, once, in an append-only store of
+//! the cell (`checkpoint/blobs.pack`, one record per content: a scan's new contents are one
+//! write, not a file each; runs before 2026-11-25 wrote `checkpoint/blobs/<sha256>`, which a
+//! resume still reads), so a workspace can always be rebuilt: a fresh copy of the fixture, the
+//! stored contents over it, the paths the checkpoint does not have removed. A
 //! content the first scan found at the same path is not stored: a rebuild has it already (the
 //! fixture's copy, or after a resume a content stored before).
 //!
-//! The first scan of a fresh copy reads no file the process has digested before: the copy
-//! ([`crate::workspace::fresh`]) says what it made (each file's fixture file and that file's
-//! stat after the copy), and a per-process cache of fixture digests, kept by the stat cache's
-//! rule, gives each copy's digest; only a fixture's first cell (or a fixture file changed since)
-//! reads its copies. A copy keeps its fixture file's modification time, so it is not inside the
-//! racy window: any write moves that time, however soon after the copy, and the checkpoint after
-//! the first step that may write does not hash every fixture file a second time.
+//! The first digests of a fresh copy are not a walk ([`Digests::scan_copy`]): the copy
+//! ([`crate::workspace::fresh`]) says what it made (every folder with its names, file and
+//! symlink, each copy's stat), and a cache of fixture digests, kept by the stat cache's rule
+//! (per process, and stored beside the repo maps for later processes, [`StoredDigests`]), gives
+//! each copy's digest; only a fixture file no cell has digested (or one changed since) is read.
+//! A copy keeps its fixture's modification time, a folder's as a file's, so it is not inside
+//! the racy window: any write (any entry added, removed or renamed) moves that time, however
+//! soon after the copy, and the walk after the first command neither hashes every fixture file
+//! a second time nor lists every copied folder again.
 //!
 //! A resume ([`resume`]) trusts nothing it did not check: the file must be the one the trace's
 //! last `checkpoint` event names (sha256), of this schema, of this run and cell, at the trace
