@@ -287,21 +287,29 @@ fn a_later_run_reuses_the_stored_first_step_map_and_records_the_same_map() {
         maps[0].as_object_mut().unwrap().remove("duration_ms").expect("repo_map_built has its duration");
         maps
     };
-    let stored = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+    // The stored maps, or (`digests`) the fixture digests the checkpoints store beside them.
+    let stored = |digests: bool| -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
         let dir = workspaces.join(".repo-maps");
         std::fs::read_dir(&dir)
             .map(|d| {
-                d.map(|e| e.unwrap().path()).map(|p| (p.clone(), p.metadata().unwrap().modified().unwrap())).collect()
+                d.map(|e| e.unwrap().path())
+                    .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("fixture-digests-") == digests)
+                    .map(|p| (p.clone(), p.metadata().unwrap().modified().unwrap()))
+                    .collect()
             })
             .unwrap_or_default()
     };
     let first = run("a");
-    let after_first = stored();
+    let after_first = stored(false);
     assert_eq!(after_first.len(), 1, "one map stored: {after_first:?}");
+    let digests = stored(true);
+    assert_eq!(digests.len(), 1, "the fixture's digests stored: {digests:?}");
     let second = run("b");
     // The second process found the map (a miss would have built and stored it again) and
-    // recorded the same map: the same files, symbols, query and tokens.
-    assert_eq!(stored(), after_first);
+    // recorded the same map: the same files, symbols, query and tokens. It hashed no fixture
+    // file either: the stored digests were not written again.
+    assert_eq!(stored(false), after_first);
+    assert_eq!(stored(true), digests);
     assert_eq!(second, first);
     assert_eq!(first[0]["files"], 2, "calc.py and its test: {first:?}");
 }
