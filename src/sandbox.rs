@@ -416,13 +416,13 @@ pub struct CellSandbox {
 }
 
 /// A supervised sandbox: bwrap, with the supervisor inside as its pid 1. Dropped, it is killed
-/// with everything in it.
+/// with everything in it ([`Session::kill`]).
 #[derive(Debug)]
 pub struct Session {
     /// The workspace as bound, and the other mounts: what a command must need to run in it.
     pub workspace: Mount,
     pub mounts: Vec<Mount>,
-    /// bwrap; killed when dropped.
+    /// bwrap, the leader of its own process group; killed with its group when dropped.
     pub child: tokio::process::Child,
     /// Requests go in here.
     pub input: tokio::process::ChildStdin,
@@ -430,6 +430,37 @@ pub struct Session {
     pub output: tokio::io::BufReader<tokio::process::ChildStdout>,
     /// Whether the supervisor's first line was read and matched [`crate::supervisor::PROTOCOL`].
     pub greeted: bool,
+}
+
+impl Session {
+    /// Kills bwrap and the sandbox's first process, whatever point of its start they are at.
+    ///
+    /// Killing bwrap alone is not enough. Its inner process (the sandbox's pid 1) waits, at the
+    /// start, for bwrap to signal that the namespace's user maps are written; only later does
+    /// it make itself die with its parent and start a session of its own (`--die-with-parent`,
+    /// `--new-session`). A bwrap killed before that signal leaves it waiting forever, and as a
+    /// namespace's first process it ignores every signal but SIGKILL. So: bwrap's children by
+    /// pid (the inner process, whether or not it left the group yet), then the whole group
+    /// (bwrap, and a child cloned after the listing, which is still in it). bwrap is not reaped
+    /// before this returns, so neither its pid nor its group's can have been reused.
+    fn kill(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) else { return };
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+            for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+            }
+        }
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The child handle's own kill on drop then finds bwrap dead, and tokio reaps it.
+        self.kill();
+    }
 }
 
 /// The argument that makes the hcbench binary a cell's supervisor ([`crate::supervisor`]).
