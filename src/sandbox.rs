@@ -406,7 +406,7 @@ pub struct CellSandbox {
     bubblewrap: Arc<Bubblewrap>,
     /// The hcbench binary that serves as supervisor.
     supervisor: PathBuf,
-    dir: tempfile::TempDir,
+    dir: crate::lock::ScratchDir,
     /// The supervised sandbox, while no command uses it; taken out for each command, so a
     /// command that is cancelled takes it down with it.
     session: Mutex<Option<Session>>,
@@ -471,7 +471,7 @@ const SUPERVISOR_INSIDE: &str = "/run/hcbench/supervisor";
 
 impl CellSandbox {
     fn new(bubblewrap: Arc<Bubblewrap>, supervisor: PathBuf) -> std::io::Result<CellSandbox> {
-        let dir = tempfile::Builder::new().prefix("hcbench-cell-").tempdir()?;
+        let dir = crate::lock::ScratchDir::new("hcbench-cell-")?;
         std::fs::create_dir(dir.path().join("bin"))?;
         std::fs::create_dir(dir.path().join("runs"))?;
         Ok(CellSandbox {
