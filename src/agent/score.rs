@@ -121,11 +121,18 @@ const STAGED_VERIFIERS_MAX_BYTES: u64 = 8 << 20;
 /// cell's sandbox binds: `verifiers/` (so `{benchmark_dir}` stands for the folder) and the trace
 /// as it is now. Copies, never links: the code under test runs inside the verifier, and what it
 /// writes must not reach the benchmark. The copies are made after every process of the agent
-/// and of the tests has ended, and the verifier is the cell's last command, so nothing the
-/// agent ran ever sees them.
+/// and of the tests has ended, and the verifier is the cell's last command, or, for a
+/// multi-session case's feature checks, the agent's next session starts only after the copy is
+/// out of `runs/`: dropped, it is moved at once (one `rename`) into the cell's private folder,
+/// which no sandbox binds, and removed from there while the cell goes on. (Removed where it was,
+/// on the blocking pool, it stayed readable in `runs/` for the milliseconds a removal takes,
+/// while the next session's first commands could already list `runs/`.) So nothing the agent
+/// ran ever sees them.
 struct StagedVerifier {
-    /// Removed while the cell ends (`process::Removals`).
-    dir: crate::process::DropLater<tempfile::TempDir>,
+    /// `runs/verify-*`, until dropped.
+    dir: Option<tempfile::TempDir>,
+    /// Where it goes when dropped: the cell's private folder, outside every sandbox.
+    aside: std::path::PathBuf,
     trace: std::path::PathBuf,
 }
 
@@ -137,13 +144,32 @@ impl StagedVerifier {
         if folder.as_ref().is_some_and(|f| f.bytes > STAGED_VERIFIERS_MAX_BYTES) {
             return Ok(None);
         }
-        let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(cell.runs())?;
+        let runs = cell.runs();
+        let aside = runs.parent().map(Path::to_path_buf).unwrap_or_else(|| runs.clone());
+        let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(&runs)?;
         if let Some(folder) = folder {
             folder.write(&dir.path().join("verifiers"))?;
         }
         let copy = dir.path().join("trace.jsonl");
         std::fs::copy(trace, &copy)?;
-        Ok(Some(StagedVerifier { dir: crate::process::DropLater::new(dir), trace: copy }))
+        Ok(Some(StagedVerifier { dir: Some(dir), aside, trace: copy }))
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.as_ref().expect("taken only when dropped").path()
+    }
+}
+
+impl Drop for StagedVerifier {
+    fn drop(&mut self) {
+        let Some(dir) = self.dir.take() else { return };
+        let name = dir.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let gone = self.aside.join(format!("gone-{name}"));
+        if std::fs::rename(dir.path(), &gone).is_ok() {
+            let _ = dir.keep();
+            crate::process::Removals::remove_later(gone);
+        }
+        // Else `dir` is removed here, at once, where it is.
     }
 }
 
@@ -366,7 +392,7 @@ pub async fn run_verifier(
             None => None,
         };
         let argv = match &staged {
-            Some(s) => case.expand_in(s.dir.path(), cmd, workspace, Some(&s.trace)),
+            Some(s) => case.expand_in(s.path(), cmd, workspace, Some(&s.trace)),
             None => case.expand(cmd, workspace, Some(trace)),
         };
         // A Python verifier runs through hcbench's wrapper, which proves the script finished
@@ -503,6 +529,29 @@ mod tests {
             duration_ms: 0,
             error: None,
         }
+    }
+
+    /// A staged verifier copy leaves `runs/` the moment it is dropped, though its removal runs
+    /// later: a multi-session case's next session, whose commands see `runs/`, never finds it.
+    #[tokio::test]
+    async fn a_dropped_staged_verifier_is_out_of_runs_at_once() {
+        let cell = tempfile::tempdir().unwrap();
+        let runs = cell.path().join("runs");
+        std::fs::create_dir(&runs).unwrap();
+        let removals = std::sync::Arc::new(crate::process::Removals::default());
+        removals
+            .scope(async {
+                let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(&runs).unwrap();
+                std::fs::create_dir(dir.path().join("verifiers")).unwrap();
+                std::fs::write(dir.path().join("verifiers/check.py"), "hidden = 1\n").unwrap();
+                let trace = dir.path().join("trace.jsonl");
+                drop(StagedVerifier { dir: Some(dir), aside: cell.path().to_path_buf(), trace });
+                assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0, "nothing left in runs/");
+            })
+            .await;
+        removals.finish().await;
+        let left: Vec<_> = std::fs::read_dir(cell.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["runs"], "and the copy is removed by the cell's end");
     }
 
     /// The staged verifier folder is the benchmark's: the same folders, files and modes, no
