@@ -62,6 +62,16 @@ impl ScratchDir {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Keeps the folder for the rest of the process's life, and its lock with it: the lock's
+    /// descriptor stays open until the process exits, which is when a later hcbench may sweep
+    /// the folder if the process did not remove it itself.
+    pub fn keep(self) -> PathBuf {
+        use std::os::fd::IntoRawFd;
+        let ScratchDir { dir, _owner: owner } = self;
+        let _held_until_exit = owner.into_raw_fd();
+        dir.keep()
+    }
 }
 
 /// Removes the folders `<prefix>*` of `tmp` that this user owns and whose `.owner` lock is free.

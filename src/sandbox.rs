@@ -587,15 +587,41 @@ pub fn close_inherited_descriptors() {
     }
 }
 
+/// Set by the hcbench binary's `main`: the running program can supervise a cell's sandbox,
+/// whatever its file is named.
+static THIS_BINARY_SUPERVISES: AtomicBool = AtomicBool::new(false);
+
+/// Called by the hcbench binary's `main`: the running program is hcbench itself, which serves
+/// as a cell's supervisor under any name (a copy renamed for a side-by-side measurement, say).
+pub fn this_binary_supervises() {
+    THIS_BINARY_SUPERVISES.store(true, Ordering::Relaxed);
+}
+
 /// The hcbench binary that can serve as a cell's supervisor: `HCBENCH_SUPERVISOR`, or the
-/// running program when it is hcbench, or an `hcbench` beside it or one folder up (where
-/// cargo puts the binary for tests and benches, whose own programs are in `deps/`).
+/// running program when it is hcbench (its `main` said so, or it is named so), or an
+/// `hcbench` beside it or one folder up (where cargo puts the binary for tests and benches,
+/// whose own programs are in `deps/`). When there is none, a warning says so once: each
+/// command then gets a sandbox of its own, which costs its set-up every time.
 fn supervisor_program() -> Option<PathBuf> {
+    let found = find_supervisor();
+    if found.is_none() {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "no hcbench binary to supervise the cells' sandboxes: each command gets a bubblewrap sandbox of its own \
+                 (about 6 ms more per command); set HCBENCH_SUPERVISOR to the hcbench binary"
+            )
+        });
+    }
+    found
+}
+
+fn find_supervisor() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HCBENCH_SUPERVISOR") {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
-    if exe.file_name().is_some_and(|n| n == "hcbench") {
+    if THIS_BINARY_SUPERVISES.load(Ordering::Relaxed) || exe.file_name().is_some_and(|n| n == "hcbench") {
         return Some(exe);
     }
     let dir = exe.parent()?;
