@@ -78,6 +78,12 @@ pub struct CellPlan {
 }
 
 /// Writes events to the trace and folds them into the live summary, in that order.
+///
+/// A step's events are held and written together when it ends (its `state_updated`), in one
+/// call, and so is the end of the cell (`run_finished`); whoever reads the trace in between
+/// (the verifier's copy of it) calls [`Recorder::flush`] first. So the trace on disk always
+/// holds whole steps, the last step's checkpoint records a position that is written, and a
+/// cell cut off mid-step writes what it held when its writer drops (src/trace/writer.rs).
 struct Recorder {
     writer: TraceWriter,
     summary: SummaryBuilder,
@@ -86,10 +92,18 @@ struct Recorder {
 impl Recorder {
     fn emit(&mut self, body: EventBody) -> io::Result<()> {
         WaitClock::time(Part::Trace, || {
-            let event = self.writer.append(body)?;
+            let event = self.writer.hold(body)?;
             self.summary.observe(&event);
+            if matches!(event.body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
+                self.writer.flush()?;
+            }
             Ok(())
         })
+    }
+
+    /// Writes the events held so far.
+    fn flush(&mut self) -> io::Result<()> {
+        WaitClock::time(Part::Trace, || self.writer.flush())
     }
 }
 
@@ -259,9 +273,12 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     // every file it wrote, would only take disk. (A cancelled cell never gets here: the engine
     // ends its trace, and `--resume` continues it from them.)
     // Removed beside the cell's sandbox, each on a thread of the blocking pool: the cell's
-    // function waits for both (`run_cell_with`).
+    // function waits for both (`run_cell_with`). Only a cell's own sandbox has a folder to
+    // remove; any other is dropped here rather than waking a thread of the pool for nothing.
     crate::process::Removals::remove_later(plan.cell_dir.join(checkpoint::DIR));
-    crate::process::Removals::drop_later(sandbox);
+    if sandbox.cell().is_some() {
+        crate::process::Removals::drop_later(sandbox);
+    }
     Ok(finish(rec))
 }
 
@@ -658,6 +675,8 @@ async fn conclude(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
+        // The verifier gets a copy of the trace as it is now.
+        rec.flush()?;
         let mut verifier =
             WaitClock::time_async(Part::Scoring, score::run_verifier(case, ws, trace_path, &facts, sandbox)).await;
         if let Some(extra) = extra {
