@@ -448,6 +448,8 @@ async fn steps(
     let done = state.finished;
     let taken = state.step.saturating_sub(first_step - 1);
     let mut turns = taken;
+    // What every turn's context starts with, measured once.
+    let fixed = WaitClock::time(Part::Context, || context::Fixed::new(case, spec, state.repo_map.as_deref()));
 
     for turn_no in (taken + 1..=case.step_budget).filter(move |_| !done) {
         let step = first_step + turn_no - 1;
@@ -459,15 +461,18 @@ async fn steps(
             let memory_section = state.memory.is_some().then_some(&memory_view as context::Renderer<'_>);
             let pack_with = |compactor: &Compactor| {
                 let summary = |budget: usize| compactor.render(budget);
-                context::pack(&ContextState {
-                    case,
-                    spec,
-                    repo_map: state.repo_map.as_deref(),
-                    packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
-                    memory: memory_section,
-                    step: turn_no,
-                    observations: &state.observations[compactor.folded()..],
-                })
+                context::pack_with(
+                    &fixed,
+                    &ContextState {
+                        case,
+                        spec,
+                        repo_map: state.repo_map.as_deref(),
+                        packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
+                        memory: memory_section,
+                        step: turn_no,
+                        observations: &state.observations[compactor.folded()..],
+                    },
+                )
             };
             let mut packed = pack_with(&state.compactor);
             // Observations no longer fit: fold the oldest into the summary instead of losing them.
