@@ -81,9 +81,10 @@ pub struct CellPlan {
 ///
 /// A step's events are held and written together when it ends (its `state_updated`), in one
 /// call, and so is the end of the cell (`run_finished`); whoever reads the trace in between
-/// (the verifier's copy of it) calls [`Recorder::flush`] first. So the trace on disk always
-/// holds whole steps, the last step's checkpoint records a position that is written, and a
-/// cell cut off mid-step writes what it held when its writer drops (src/trace/writer.rs).
+/// (the final tests, which may name it, and the verifier's copy of it) calls
+/// [`Recorder::flush`] first. So the trace on disk always holds whole steps, the last step's
+/// checkpoint records a position that is written, and a cell cut off mid-step writes what it
+/// held when its writer drops (src/trace/writer.rs).
 struct Recorder {
     writer: TraceWriter,
     summary: SummaryBuilder,
@@ -652,6 +653,8 @@ async fn conclude(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
+        // The final tests may name the trace (`{trace}`): they read it as it is now.
+        rec.flush()?;
         let tests = WaitClock::time_async(Part::Scoring, score::run_tests(case, ws, Some(trace_path), sandbox)).await;
         match &tests.result {
             Ok(out) => {

@@ -144,3 +144,37 @@ impl Drop for TraceWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u32) -> EventBody {
+        EventBody::StateUpdated { step, steps_used: step, files_modified: Vec::new(), finished: false }
+    }
+
+    /// Held lines reach the file only when flushed, appended after or dropped with the writer,
+    /// always whole and in order, and the position counts them once written.
+    #[test]
+    fn held_lines_are_written_whole_in_order_on_flush_append_or_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        let mut w = TraceWriter::create(&path, "r", "c").unwrap();
+        w.hold(step(1)).unwrap();
+        w.hold(step(2)).unwrap();
+        assert_eq!(lines(), 0, "held, not written");
+        w.flush().unwrap();
+        assert_eq!(lines(), 2);
+        assert_eq!(w.position(), (Some(1), std::fs::metadata(&path).unwrap().len()));
+        w.hold(step(3)).unwrap();
+        w.append(step(4)).unwrap();
+        assert_eq!(lines(), 4, "an append writes what was held before it");
+        w.hold(step(5)).unwrap();
+        drop(w);
+        let read = crate::trace::read_trace(&path).unwrap();
+        let seqs: Vec<u64> = read.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4], "the drop wrote the last held line");
+        assert!(!read.stats.truncated);
+    }
+}
