@@ -332,5 +332,13 @@ mod tests {
         let copied = take_copied(&ws).expect("the copy's facts");
         assert_eq!(copied.files.len(), 3, "every file (the first one too, when reflinks fail)");
         assert!(take_copied(&ws).is_none());
+        // The file systems answered once for the process: a later copy between them starts
+        // from that answer, and copies the same.
+        let devices = (rustix::fs::stat(&fixture).unwrap().st_dev, rustix::fs::stat(&ws).unwrap().st_dev);
+        assert!(Reflink::known(devices) != Reflink::Untried, "the answer is kept");
+        let again = fresh(&fixture, &root.path().join("ws2"), &root.path().join("ws2")).unwrap();
+        assert_eq!(fs::read(again.join("big.bin")).unwrap(), big);
+        assert_eq!(mode(&again, "run.sh"), 0o751);
+        assert_eq!(take_copied(&again).expect("the second copy's facts").files.len(), 3);
     }
 }
