@@ -389,7 +389,16 @@ fn main() {
     let frame_bytes = frames.iter().map(Vec::len).sum::<usize>() as f64;
     let old_frame_bytes = old_frames.iter().map(Vec::len).sum::<usize>() as f64;
     let steps: u32 = traces.iter().map(|p| replay_trace(p).unwrap().steps).sum();
-    let mut arms: [Vec<f64>; 8] = Default::default();
+    // The same two on every core (rayon's default pool, as `hcbench report` runs): what a user
+    // waits for, beside the floor spread over the same cores.
+    let all_cores = || -> u32 {
+        replay_run(&pack_run, &|_| real.is_none().then(|| "bench-cells".to_string()))
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r.unwrap().steps)
+            .sum()
+    };
+    let mut arms: [Vec<f64>; 10] = Default::default();
     for _ in 0..5 {
         let t = Instant::now();
         for text in &texts {
@@ -426,9 +435,34 @@ fn main() {
         let t = Instant::now();
         assert_eq!(old_frames.iter().map(|f| decode_only(f)).sum::<usize>() as f64, cell_bytes);
         arms[7].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        {
+            use rayon::prelude::*;
+            texts.par_iter().for_each(|text| {
+                for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                    let _: serde::de::IgnoredAny = serde_json::from_slice(line).unwrap();
+                }
+            });
+        }
+        arms[8].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(all_cores(), steps);
+        arms[9].push(t.elapsed().as_secs_f64());
     }
-    let [floor, pack_whole, old_pack_whole, plain_whole, pack_by_name, plain_by_name, decoding, old_decoding] =
-        arms.map(|mut v| median(&mut v));
+    let [
+        floor,
+        pack_whole,
+        old_pack_whole,
+        plain_whole,
+        pack_by_name,
+        plain_by_name,
+        decoding,
+        old_decoding,
+        floor_all,
+        pack_all,
+    ] = arms.map(|mut v| median(&mut v));
     let cell_mbs = |secs: f64| cell_bytes / 1e6 / secs;
     let us = |secs: f64| secs * 1e6 / cells as f64;
     println!(
@@ -454,6 +488,14 @@ fn main() {
     ] {
         println!("  {what}: {:.0} MB/s ({:.2}x the floor; {:.1} us per cell)", cell_mbs(secs), floor / secs, us(secs));
     }
+    println!(
+        "  on all {} cores: whole run from the pack {:.0} MB/s ({:.2}x the one-core floor, {:.2}x the floor on the same cores: {:.0} MB/s)",
+        rayon::current_num_threads(),
+        cell_mbs(pack_all),
+        floor / pack_all,
+        floor_all / pack_all,
+        cell_mbs(floor_all)
+    );
     println!(
         "  zstd decoding alone: with the dictionary {:.0} MB/s of plain bytes ({:.1} us per cell, {:.0}% of the whole-run pack replay); without {:.0} MB/s ({:.1} us per cell)",
         cell_mbs(decoding),

@@ -14,6 +14,92 @@ use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// A folder of hcbench's own in the temp folder, `$TMPDIR/<prefix>XXXXXX`, removed when the
+/// value is dropped, whose owner holds a lock on its `.owner` file for as long as it lives.
+///
+/// A process killed with SIGKILL (a CI job's time limit, the OOM killer, a test that kills
+/// hcbench mid-run) cannot remove its folders. So the first folder a process makes with a
+/// prefix sweeps the others of that prefix whose `.owner` lock it can take: the OS released
+/// their owner's lock when it died, in whatever pid namespace it ran. A folder without
+/// `.owner` (made by an older hcbench) or owned by another user is left alone, and `.owner`
+/// appears already locked (locked under another name, then renamed), so a folder being made is
+/// never taken for an abandoned one.
+#[derive(Debug)]
+pub struct ScratchDir {
+    dir: tempfile::TempDir,
+    _owner: File,
+}
+
+/// The lock file of a [`ScratchDir`].
+const OWNER: &str = ".owner";
+
+impl ScratchDir {
+    pub fn new(prefix: &'static str) -> io::Result<ScratchDir> {
+        static SWEPT: std::sync::Mutex<Vec<&str>> = std::sync::Mutex::new(Vec::new());
+        let first = {
+            let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+            !swept.contains(&prefix) && {
+                swept.push(prefix);
+                true
+            }
+        };
+        let tmp = std::env::temp_dir();
+        if first {
+            sweep_abandoned(&tmp, prefix);
+        }
+        ScratchDir::new_in(&tmp, prefix)
+    }
+
+    fn new_in(tmp: &Path, prefix: &str) -> io::Result<ScratchDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(tmp)?;
+        let making = dir.path().join(".owner.new");
+        let owner = File::create_new(&making)?;
+        owner.lock()?;
+        std::fs::rename(&making, dir.path().join(OWNER))?;
+        Ok(ScratchDir { dir, _owner: owner })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Keeps the folder for the rest of the process's life, and its lock with it: the lock's
+    /// descriptor stays open until the process exits, which is when a later hcbench may sweep
+    /// the folder if the process did not remove it itself.
+    pub fn keep(self) -> PathBuf {
+        use std::os::fd::IntoRawFd;
+        let ScratchDir { dir, _owner: owner } = self;
+        let _held_until_exit = owner.into_raw_fd();
+        dir.keep()
+    }
+}
+
+/// Removes the folders `<prefix>*` of `tmp` that this user owns and whose `.owner` lock is free.
+fn sweep_abandoned(tmp: &Path, prefix: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    let me = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        if !entry.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) {
+            continue;
+        }
+        let path = entry.path();
+        // Not through a link, and only our own.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
+            continue;
+        }
+        let Ok(owner) = File::open(path.join(OWNER)) else { continue };
+        if owner.try_lock().is_ok() {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::debug!(folder = %path.display(), "removed a folder its killed owner left"),
+                Err(e) => {
+                    tracing::debug!(folder = %path.display(), "cannot remove a folder its killed owner left: {e}")
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
@@ -116,6 +202,49 @@ fn holder_pid(text: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scratch_folder_is_swept_once_its_owner_is_killed_and_never_before() {
+        use std::io::BufRead;
+        let tmp = tempfile::tempdir().unwrap();
+        let live = ScratchDir::new_in(tmp.path(), "hcbench-t-").unwrap();
+        assert!(live.path().join(OWNER).is_file());
+        // Another process's folder, locked as ScratchDir locks it (flock), then that process
+        // killed with SIGKILL: no code of its own runs to remove it.
+        let killed = tmp.path().join("hcbench-t-killed");
+        let script = format!(
+            "import fcntl, os, sys, time\nos.makedirs({0:?} + '/inner')\nf = open({0:?} + '/.owner', 'w')\n\
+             fcntl.flock(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(300)\n",
+            killed.to_str().unwrap()
+        );
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "locked\n");
+        // Left alone: an older hcbench's folder (no .owner), another prefix's, a link.
+        let old = tmp.path().join("hcbench-t-old");
+        std::fs::create_dir(&old).unwrap();
+        let other = tmp.path().join("other-t-free");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join(OWNER), "").unwrap();
+        std::os::unix::fs::symlink(&other, tmp.path().join("hcbench-t-link")).unwrap();
+
+        sweep_abandoned(tmp.path(), "hcbench-t-");
+        assert!(killed.join("inner").is_dir(), "its owner is alive: kept");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        sweep_abandoned(tmp.path(), "hcbench-t-");
+        assert!(!killed.exists(), "its owner was killed: removed");
+        assert!(live.path().join(OWNER).is_file() && old.is_dir() && other.join(OWNER).is_file());
+        assert!(tmp.path().join("hcbench-t-link").symlink_metadata().is_ok());
+        let path = live.path().to_path_buf();
+        drop(live);
+        assert!(!path.exists(), "a dropped scratch folder is removed");
+    }
 
     #[test]
     fn a_second_holder_fails_clearly_or_waits() {

@@ -6,6 +6,7 @@ fn main() {
         hcbench::supervisor::serve();
     }
     restore_sigpipe();
+    hcbench::sandbox::this_binary_supervises();
     hcbench::sandbox::close_inherited_descriptors();
     let cli = hcbench::cli::parse();
     init_tracing(cli.verbose);

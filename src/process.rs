@@ -812,6 +812,49 @@ mod tests {
         assert_eq!((out.exit_code, out.stdout.len(), out.truncated), (Some(3), 1000, true));
     }
 
+    /// Live processes (not zombies) whose command line names `path` or whose working folder
+    /// is `path`: a cell's bwrap, its inner process before it runs the supervisor, and the
+    /// supervisor (which works in the workspace, bound at the same path).
+    fn processes_in(path: &Path) -> Vec<String> {
+        let needle = path.to_string_lossy().into_owned();
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            if pid == std::process::id() as i32 || !alive(pid) {
+                continue;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok();
+            if cmdline.contains(&needle) || cwd.as_deref() == Some(path) {
+                found.push(format!("{pid}: {cmdline}"));
+            }
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn a_cells_sandbox_dropped_while_it_starts_leaves_no_process() {
+        // A gate step that stops early drops its cells while their sandboxes start: killed
+        // then, bwrap's inner process (pid 1 of the sandbox's pid namespace) would wait forever
+        // for the set-up signal of an outer process that is gone. Each round drops the sandbox
+        // a little later in its start, so some land in that window.
+        let dirs: Vec<_> = (0..24).map(|_| tempfile::tempdir().unwrap()).collect();
+        for (round, dir) in dirs.iter().enumerate() {
+            let sandbox = bubblewrap_cell();
+            prepare(&sh_in("", dir.path(), &sandbox)).unwrap();
+            std::thread::sleep(Duration::from_micros(250 * round as u64));
+            drop(sandbox);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut left: Vec<String> = dirs.iter().flat_map(|d| processes_in(d.path())).collect();
+        while !left.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            left = dirs.iter().flat_map(|d| processes_in(d.path())).collect();
+        }
+        assert!(left.is_empty(), "processes outlived their cell's sandbox: {left:#?}");
+    }
+
     #[tokio::test]
     async fn missing_program_is_an_error() {
         let err = run(&spec(&["definitely-not-a-program-hcbench"], 1000)).await.unwrap_err();

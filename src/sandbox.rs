@@ -406,7 +406,7 @@ pub struct CellSandbox {
     bubblewrap: Arc<Bubblewrap>,
     /// The hcbench binary that serves as supervisor.
     supervisor: PathBuf,
-    dir: tempfile::TempDir,
+    dir: crate::lock::ScratchDir,
     /// The supervised sandbox, while no command uses it; taken out for each command, so a
     /// command that is cancelled takes it down with it.
     session: Mutex<Option<Session>>,
@@ -416,13 +416,13 @@ pub struct CellSandbox {
 }
 
 /// A supervised sandbox: bwrap, with the supervisor inside as its pid 1. Dropped, it is killed
-/// with everything in it.
+/// with everything in it ([`Session::kill`]).
 #[derive(Debug)]
 pub struct Session {
     /// The workspace as bound, and the other mounts: what a command must need to run in it.
     pub workspace: Mount,
     pub mounts: Vec<Mount>,
-    /// bwrap; killed when dropped.
+    /// bwrap, the leader of its own process group; killed with its group when dropped.
     pub child: tokio::process::Child,
     /// Requests go in here.
     pub input: tokio::process::ChildStdin,
@@ -430,6 +430,37 @@ pub struct Session {
     pub output: tokio::io::BufReader<tokio::process::ChildStdout>,
     /// Whether the supervisor's first line was read and matched [`crate::supervisor::PROTOCOL`].
     pub greeted: bool,
+}
+
+impl Session {
+    /// Kills bwrap and the sandbox's first process, whatever point of its start they are at.
+    ///
+    /// Killing bwrap alone is not enough. Its inner process (the sandbox's pid 1) waits, at the
+    /// start, for bwrap to signal that the namespace's user maps are written; only later does
+    /// it make itself die with its parent and start a session of its own (`--die-with-parent`,
+    /// `--new-session`). A bwrap killed before that signal leaves it waiting forever, and as a
+    /// namespace's first process it ignores every signal but SIGKILL. So: bwrap's children by
+    /// pid (the inner process, whether or not it left the group yet), then the whole group
+    /// (bwrap, and a child cloned after the listing, which is still in it). bwrap is not reaped
+    /// before this returns, so neither its pid nor its group's can have been reused.
+    fn kill(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) else { return };
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+            for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+            }
+        }
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The child handle's own kill on drop then finds bwrap dead, and tokio reaps it.
+        self.kill();
+    }
 }
 
 /// The argument that makes the hcbench binary a cell's supervisor ([`crate::supervisor`]).
@@ -440,7 +471,7 @@ const SUPERVISOR_INSIDE: &str = "/run/hcbench/supervisor";
 
 impl CellSandbox {
     fn new(bubblewrap: Arc<Bubblewrap>, supervisor: PathBuf) -> std::io::Result<CellSandbox> {
-        let dir = tempfile::Builder::new().prefix("hcbench-cell-").tempdir()?;
+        let dir = crate::lock::ScratchDir::new("hcbench-cell-")?;
         std::fs::create_dir(dir.path().join("bin"))?;
         std::fs::create_dir(dir.path().join("runs"))?;
         Ok(CellSandbox {
@@ -556,15 +587,41 @@ pub fn close_inherited_descriptors() {
     }
 }
 
+/// Set by the hcbench binary's `main`: the running program can supervise a cell's sandbox,
+/// whatever its file is named.
+static THIS_BINARY_SUPERVISES: AtomicBool = AtomicBool::new(false);
+
+/// Called by the hcbench binary's `main`: the running program is hcbench itself, which serves
+/// as a cell's supervisor under any name (a copy renamed for a side-by-side measurement, say).
+pub fn this_binary_supervises() {
+    THIS_BINARY_SUPERVISES.store(true, Ordering::Relaxed);
+}
+
 /// The hcbench binary that can serve as a cell's supervisor: `HCBENCH_SUPERVISOR`, or the
-/// running program when it is hcbench, or an `hcbench` beside it or one folder up (where
-/// cargo puts the binary for tests and benches, whose own programs are in `deps/`).
+/// running program when it is hcbench (its `main` said so, or it is named so), or an
+/// `hcbench` beside it or one folder up (where cargo puts the binary for tests and benches,
+/// whose own programs are in `deps/`). When there is none, a warning says so once: each
+/// command then gets a sandbox of its own, which costs its set-up every time.
 fn supervisor_program() -> Option<PathBuf> {
+    let found = find_supervisor();
+    if found.is_none() {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "no hcbench binary to supervise the cells' sandboxes: each command gets a bubblewrap sandbox of its own \
+                 (about 6 ms more per command); set HCBENCH_SUPERVISOR to the hcbench binary"
+            )
+        });
+    }
+    found
+}
+
+fn find_supervisor() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HCBENCH_SUPERVISOR") {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
-    if exe.file_name().is_some_and(|n| n == "hcbench") {
+    if THIS_BINARY_SUPERVISES.load(Ordering::Relaxed) || exe.file_name().is_some_and(|n| n == "hcbench") {
         return Some(exe);
     }
     let dir = exe.parent()?;

@@ -7,7 +7,8 @@
 //! to its workspaces, `<run_dir>/workspaces/<cell>` ([`of_cell`]), and has no link of its own;
 //! any other cell folder links to it (`workspace`). Files are reflinked where the filesystem supports it (copy-on-write, so a
 //! later write never reaches the fixture) and copied otherwise; hard links are never used
-//! because they would share mutable bytes. Symlinks are recreated as symlinks, not followed, so
+//! because they would share mutable bytes; whether the file systems reflink is asked once per
+//! process, not once per cell. Symlinks are recreated as symlinks, not followed, so
 //! the policy sees the same tree the fixture has. A copied file keeps its fixture file's
 //! modification time (as `cp -p` does): a later write always moves it, whatever the file
 //! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
@@ -52,7 +53,13 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         symlinks: HashMap::new(),
         names_utf8: true,
     };
-    copy_tree(fixture, dest, &mut Reflink::Untried, "", &mut copied).map_err(wrap)?;
+    let devices = (
+        rustix::fs::stat(fixture).map_err(io::Error::from).map_err(wrap)?.st_dev,
+        rustix::fs::stat(dest).map_err(io::Error::from).map_err(wrap)?.st_dev,
+    );
+    let mut reflink = Reflink::known(devices);
+    copy_tree(fixture, dest, &mut reflink, "", &mut copied).map_err(wrap)?;
+    reflink.remember(devices);
     let dest = dest.canonicalize().map_err(wrap)?;
     keep_copied(&dest, copied);
     if link != dest
@@ -122,6 +129,31 @@ enum Reflink {
     Unsupported,
 }
 
+/// The answer the file systems gave, by (fixture's device, workspace's device), for the
+/// process: asking costs the first file of a copy a file made, refused and removed before it
+/// is copied (eight calls, two of them the journal's), and every cell of a run asks the same
+/// pair of file systems.
+static REFLINKS: Mutex<Vec<((u64, u64), Reflink)>> = Mutex::new(Vec::new());
+
+impl Reflink {
+    /// What an earlier copy between these devices found, else [`Reflink::Untried`].
+    fn known(devices: (u64, u64)) -> Reflink {
+        let known = REFLINKS.lock().unwrap_or_else(|e| e.into_inner());
+        known.iter().find(|(d, _)| *d == devices).map_or(Reflink::Untried, |(_, r)| *r)
+    }
+
+    /// Keeps what this copy found (nothing when it had no file to ask with).
+    fn remember(self, devices: (u64, u64)) {
+        if self == Reflink::Untried {
+            return;
+        }
+        let mut known = REFLINKS.lock().unwrap_or_else(|e| e.into_inner());
+        if !known.iter().any(|(d, _)| *d == devices) {
+            known.push((devices, self));
+        }
+    }
+}
+
 /// What one [`fresh`] copy made, for the workspace's first digests, which are taken from it
 /// rather than by a walk of the copy (src/agent/checkpoint.rs): every folder, regular file and
 /// symlink it made, by workspace path (`/`-separated, lossy as the digests name paths; "" is
@@ -186,10 +218,10 @@ fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &
     for entry in fs::read_dir(src)? {
         let entry = entry?;
         let from = entry.path();
-        let to = dst.join(entry.file_name());
-        let ty = entry.file_type()?;
         let name = entry.file_name();
         copied.names_utf8 &= name.to_str().is_some();
+        let to = dst.join(&name);
+        let ty = entry.file_type()?;
         let path = match rel {
             "" => name.to_string_lossy().into_owned(),
             _ => format!("{rel}/{}", name.to_string_lossy()),
@@ -204,7 +236,8 @@ fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &
         } else if ty.is_file() {
             // A failed reflink creates the file, fails and removes it before the copy creates
             // it again: on a file system without reflinks (ext4) that tripled the cost of every
-            // file of the copy, so only the first file asks.
+            // file of the copy, so only the first file asks, and only the first copy between
+            // two file systems ([`REFLINKS`]).
             let file = if *reflink == Reflink::Unsupported {
                 let (source_stat, stat) = copy_file(&from, &to)?;
                 CopiedFile { source: from, source_stat, stat }
@@ -355,5 +388,13 @@ mod tests {
         let mtime = |p: &Path| fs::symlink_metadata(p).unwrap().modified().unwrap();
         assert_eq!(mtime(&ws), mtime(&fixture), "the folder keeps its fixture folder's modification time");
         assert!(take_copied(&ws).is_none());
+        // The file systems answered once for the process: a later copy between them starts
+        // from that answer, and copies the same.
+        let devices = (rustix::fs::stat(&fixture).unwrap().st_dev, rustix::fs::stat(&ws).unwrap().st_dev);
+        assert!(Reflink::known(devices) != Reflink::Untried, "the answer is kept");
+        let again = fresh(&fixture, &root.path().join("ws2"), &root.path().join("ws2")).unwrap();
+        assert_eq!(fs::read(again.join("big.bin")).unwrap(), big);
+        assert_eq!(mode(&again, "run.sh"), 0o751);
+        assert_eq!(take_copied(&again).expect("the second copy's facts").files.len(), 3);
     }
 }

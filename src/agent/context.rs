@@ -143,8 +143,9 @@ impl Rendered {
 
     /// `text` clipped at a line end to `budget` tokens.
     pub fn clipped(text: &str, budget: usize) -> Rendered {
-        let raw_tokens = tokens::estimate(text);
         let (kept, tokens) = tokens::clip(text, budget);
+        // A text that fits was measured whole by the clip: only a cut one is measured again.
+        let raw_tokens = if kept.len() == text.len() { tokens } else { tokens::estimate(text) };
         let cut = text.len() - kept.len();
         let cut = text[kept.len()..].chars().count().min(cut);
         Rendered { text: kept.to_string(), tokens, raw_tokens, reduced: cut > 0, cut, dropped_blocks: Vec::new() }
@@ -189,37 +190,92 @@ impl Packed {
     }
 }
 
+/// The sections that are the same on every turn of a cell (system, task, tools, the injected
+/// repo map), each with its rendering at its own budget, made once per run of the step loop:
+/// measuring them again on every turn was most of the cost of packing a context. A section is
+/// rendered again only when the whole projection is over its total budget.
+pub struct Fixed {
+    system: FixedSection,
+    task: FixedSection,
+    tools: FixedSection,
+    repo_map: Option<FixedSection>,
+}
+
+/// One section of [`Fixed`]: its text and its rendering at `budget`.
+struct FixedSection {
+    text: String,
+    budget: usize,
+    rendered: Rendered,
+}
+
+impl FixedSection {
+    /// Clipped to `budget` (None: never cut).
+    fn new(text: String, budget: Option<usize>) -> FixedSection {
+        let (budget, rendered) = match budget {
+            Some(budget) => (budget, Rendered::clipped(&text, budget)),
+            None => (usize::MAX, Rendered::whole(text.clone())),
+        };
+        FixedSection { text, budget, rendered }
+    }
+
+    fn render(&self, budget: usize) -> Rendered {
+        if budget == self.budget { self.rendered.clone() } else { Rendered::clipped(&self.text, budget) }
+    }
+}
+
+impl Fixed {
+    /// The fixed sections of a cell of `case` under `spec`, with the repo map the context
+    /// injects (if any).
+    pub fn new(case: &Case, spec: &AgentSpec, repo_map: Option<&str>) -> Fixed {
+        let b = &spec.budgets;
+        let managed = spec.mode != ContextMode::None;
+        let cap = |budget: usize| if managed { budget } else { usize::MAX };
+        let system_text = format!("{}\n\n{}", spec.system_prompt.trim_end(), spec.action_format.trim_end());
+        let tools_text: String = case.allowed_tools.iter().map(|t| format!("- {}\n", spec.describe(*t))).collect();
+        // The task contract holds nothing that changes between turns, so the prefix stays
+        // stable; the step counter comes last (`status`).
+        let contract = format!(
+            "Task ({}):\n{}\nTest command: {}\nStep budget: {} actions.",
+            case.id,
+            case.prompt.trim_end(),
+            case.tests.label(),
+            case.step_budget
+        );
+        Fixed {
+            system: FixedSection::new(system_text, Some(cap(b.system))),
+            task: FixedSection::new(contract, None),
+            tools: FixedSection::new(tools_text, Some(cap(b.tools))),
+            repo_map: repo_map.filter(|_| managed).map(|m| FixedSection::new(m.to_string(), Some(b.repo_map))),
+        }
+    }
+}
+
 /// Builds the projection for one turn.
 pub fn pack(state: &ContextState<'_>) -> Packed {
+    pack_with(&Fixed::new(state.case, state.spec, state.repo_map), state)
+}
+
+/// [`pack`] with the cell's fixed sections made beforehand (from the same case, spec and repo
+/// map as `state`'s).
+pub fn pack_with(fixed: &Fixed, state: &ContextState<'_>) -> Packed {
     let case = state.case;
     let spec = state.spec;
     let b = &spec.budgets;
     let managed = spec.mode != ContextMode::None;
     let cap = |budget: usize| if managed { budget } else { usize::MAX };
 
-    let system_text = format!("{}\n\n{}", spec.system_prompt.trim_end(), spec.action_format.trim_end());
-    let tools_text: String = case.allowed_tools.iter().map(|t| format!("- {}\n", spec.describe(*t))).collect();
-    // The task contract holds nothing that changes between turns, so the prefix stays stable;
-    // the step counter comes last (`status`).
-    let contract = format!(
-        "Task ({}):\n{}\nTest command: {}\nStep budget: {} actions.",
-        case.id,
-        case.prompt.trim_end(),
-        case.tests.label(),
-        case.step_budget
-    );
     let status = format!("Step {} of {}: reply with your next action.", state.step, case.step_budget);
     let observations = |budget: usize| fit_observations(state.observations, budget);
-    let system = |budget: usize| Rendered::clipped(&system_text, budget);
-    let tools = |budget: usize| Rendered::clipped(&tools_text, budget);
-    let repo_map = |budget: usize| Rendered::clipped(state.repo_map.unwrap_or(""), budget);
+    let system = |budget: usize| fixed.system.render(budget);
+    let tools = |budget: usize| fixed.tools.render(budget);
 
     // (name, budget or None when never cut, renderer)
     let mut plan: Vec<(&'static str, Option<usize>, Renderer<'_>)> = vec![("system", Some(cap(b.system)), &system)];
-    let task = |_: usize| Rendered::whole(contract.clone());
+    let task = |_: usize| fixed.task.rendered.clone();
     plan.push(("task", None, &task));
     plan.push(("tools", Some(cap(b.tools)), &tools));
-    if managed && state.repo_map.is_some() {
+    let repo_map = |budget: usize| fixed.repo_map.as_ref().map(|m| m.render(budget)).unwrap_or_default();
+    if fixed.repo_map.is_some() {
         plan.push(("repo_map", Some(b.repo_map), &repo_map));
     }
     if let (true, Some(packed)) = (managed, state.packed) {
@@ -424,6 +480,29 @@ mod tests {
         for name in ["system", "tools", "observations", "memory", "task"] {
             assert_eq!(section(&p, name), section(&unconstrained, name), "{name} untouched");
         }
+    }
+
+    #[test]
+    fn fixed_sections_made_once_pack_every_turn_as_made_afresh() {
+        let case = Case::sample();
+        let map = (0..40).map(|i| format!("mod{i}.py\n  1| def f{i}(x)\n")).collect::<String>();
+        let base = AgentSpec::default();
+        // Loose, over the total (the map and then the observations give way), and mode none.
+        let loose = pack(&ContextState { repo_map: Some(&map), ..state(&case, &base, &[]) }).total_tokens;
+        let total = loose - 50;
+        let tight = AgentSpec { budgets: Budgets { total, ..base.budgets.clone() }, ..base.clone() };
+        let none = AgentSpec { mode: ContextMode::None, ..base.clone() };
+        for spec in [&base, &tight, &none] {
+            let fixed = Fixed::new(&case, spec, Some(&map));
+            let mut observations = Vec::new();
+            for step in 1..6 {
+                observations.push(obs(step, &"alpha beta gamma\n".repeat(10 * step as usize)));
+                let state = ContextState { repo_map: Some(&map), step, ..state(&case, spec, &observations) };
+                assert_eq!(pack_with(&fixed, &state), pack(&state), "step {step}: {}", describe(&pack(&state)));
+            }
+        }
+        let p = pack(&ContextState { repo_map: Some(&map), ..state(&case, &tight, &[]) });
+        assert!(section(&p, "repo_map").reduced, "the tight budget cuts the map: {}", describe(&p));
     }
 
     #[test]

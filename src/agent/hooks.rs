@@ -252,7 +252,7 @@ struct Laid {
     /// What a hook's command binds besides the cell's usual mounts.
     mounts: Vec<Mount>,
     /// Owns `dir` when it is not in the cell's private folder.
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Option<crate::lock::ScratchDir>,
 }
 
 impl Files {
@@ -271,8 +271,10 @@ fn lay_down(set: &HookSet, sandbox: &Sandbox) -> io::Result<Laid> {
     let (dir, mounts, tmp) = match sandbox.cell() {
         Some(cell) => (cell.bin().join("agent"), Vec::new(), None),
         None => {
-            let tmp = tempfile::Builder::new().prefix("hcbench-hooks-").tempdir()?;
-            let dir = tmp.path().to_path_buf();
+            // The files in a folder of their own: the scratch folder's lock file is not theirs.
+            let tmp = crate::lock::ScratchDir::new("hcbench-hooks-")?;
+            let dir = tmp.path().join("agent");
+            std::fs::create_dir(&dir)?;
             let mounts = match sandbox {
                 Sandbox::None => Vec::new(),
                 _ => vec![Mount::read_only(&dir)],

@@ -78,6 +78,13 @@ pub struct CellPlan {
 }
 
 /// Writes events to the trace and folds them into the live summary, in that order.
+///
+/// A step's events are held and written together when it ends (its `state_updated`), in one
+/// call, and so is the end of the cell (`run_finished`); whoever reads the trace in between
+/// (the final tests, which may name it, and the verifier's copy of it) calls
+/// [`Recorder::flush`] first. So the trace on disk always holds whole steps, the last step's
+/// checkpoint records a position that is written, and a cell cut off mid-step writes what it
+/// held when its writer drops (src/trace/writer.rs).
 struct Recorder {
     writer: TraceWriter,
     summary: SummaryBuilder,
@@ -86,10 +93,18 @@ struct Recorder {
 impl Recorder {
     fn emit(&mut self, body: EventBody) -> io::Result<()> {
         WaitClock::time(Part::Trace, || {
-            let event = self.writer.append(body)?;
+            let event = self.writer.hold(body)?;
             self.summary.observe(&event);
+            if matches!(event.body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
+                self.writer.flush()?;
+            }
             Ok(())
         })
+    }
+
+    /// Writes the events held so far.
+    fn flush(&mut self) -> io::Result<()> {
+        WaitClock::time(Part::Trace, || self.writer.flush())
     }
 }
 
@@ -259,9 +274,12 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     // every file it wrote, would only take disk. (A cancelled cell never gets here: the engine
     // ends its trace, and `--resume` continues it from them.)
     // Removed beside the cell's sandbox, each on a thread of the blocking pool: the cell's
-    // function waits for both (`run_cell_with`).
+    // function waits for both (`run_cell_with`). Only a cell's own sandbox has a folder to
+    // remove; any other is dropped here rather than waking a thread of the pool for nothing.
     crate::process::Removals::remove_later(plan.cell_dir.join(checkpoint::DIR));
-    crate::process::Removals::drop_later(sandbox);
+    if sandbox.cell().is_some() {
+        crate::process::Removals::drop_later(sandbox);
+    }
     Ok(finish(rec))
 }
 
@@ -433,6 +451,8 @@ async fn steps(
     let done = state.finished;
     let taken = state.step.saturating_sub(first_step - 1);
     let mut turns = taken;
+    // What every turn's context starts with, measured once.
+    let fixed = WaitClock::time(Part::Context, || context::Fixed::new(case, spec, state.repo_map.as_deref()));
 
     for turn_no in (taken + 1..=case.step_budget).filter(move |_| !done) {
         let step = first_step + turn_no - 1;
@@ -444,15 +464,18 @@ async fn steps(
             let memory_section = state.memory.is_some().then_some(&memory_view as context::Renderer<'_>);
             let pack_with = |compactor: &Compactor| {
                 let summary = |budget: usize| compactor.render(budget);
-                context::pack(&ContextState {
-                    case,
-                    spec,
-                    repo_map: state.repo_map.as_deref(),
-                    packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
-                    memory: memory_section,
-                    step: turn_no,
-                    observations: &state.observations[compactor.folded()..],
-                })
+                context::pack_with(
+                    &fixed,
+                    &ContextState {
+                        case,
+                        spec,
+                        repo_map: state.repo_map.as_deref(),
+                        packed: (!compactor.is_empty()).then_some(&summary as context::Renderer<'_>),
+                        memory: memory_section,
+                        step: turn_no,
+                        observations: &state.observations[compactor.folded()..],
+                    },
+                )
             };
             let mut packed = pack_with(&state.compactor);
             // Observations no longer fit: fold the oldest into the summary instead of losing them.
@@ -636,6 +659,8 @@ async fn conclude(
     let (outcome, reward, reason) = if let Some(message) = provider_failure {
         (Outcome::ProviderError, 0.0, message)
     } else {
+        // The final tests may name the trace (`{trace}`): they read it as it is now.
+        rec.flush()?;
         let tests = WaitClock::time_async(Part::Scoring, score::run_tests(case, ws, Some(trace_path), sandbox)).await;
         match &tests.result {
             Ok(out) => {
@@ -664,6 +689,8 @@ async fn conclude(
             }
         }
         let facts = score::TraceFacts { denials: rec.summary.denials(), steps: rec.summary.steps(), first_reads };
+        // The verifier gets a copy of the trace as it is now.
+        rec.flush()?;
         let mut verifier =
             WaitClock::time_async(Part::Scoring, score::run_verifier(case, ws, trace_path, &facts, sandbox)).await;
         if let Some(extra) = extra {

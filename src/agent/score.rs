@@ -121,11 +121,18 @@ const STAGED_VERIFIERS_MAX_BYTES: u64 = 8 << 20;
 /// cell's sandbox binds: `verifiers/` (so `{benchmark_dir}` stands for the folder) and the trace
 /// as it is now. Copies, never links: the code under test runs inside the verifier, and what it
 /// writes must not reach the benchmark. The copies are made after every process of the agent
-/// and of the tests has ended, and the verifier is the cell's last command, so nothing the
-/// agent ran ever sees them.
+/// and of the tests has ended, and the verifier is the cell's last command, or, for a
+/// multi-session case's feature checks, the agent's next session starts only after the copy is
+/// out of `runs/`: dropped, it is moved at once (one `rename`) into the cell's private folder,
+/// which no sandbox binds, and removed from there while the cell goes on. (Removed where it was,
+/// on the blocking pool, it stayed readable in `runs/` for the milliseconds a removal takes,
+/// while the next session's first commands could already list `runs/`.) So nothing the agent
+/// ran ever sees them.
 struct StagedVerifier {
-    /// Removed while the cell ends (`process::Removals`).
-    dir: crate::process::DropLater<tempfile::TempDir>,
+    /// `runs/verify-*`, until dropped.
+    dir: Option<tempfile::TempDir>,
+    /// Where it goes when dropped: the cell's private folder, outside every sandbox.
+    aside: std::path::PathBuf,
     trace: std::path::PathBuf,
 }
 
@@ -133,49 +140,185 @@ impl StagedVerifier {
     /// None when the verifier folder is too large to copy for every cell.
     fn new(cell: &crate::sandbox::CellSandbox, case: &Case, trace: &Path) -> std::io::Result<Option<StagedVerifier>> {
         let source = case.benchmark_dir().join("verifiers");
-        if source.is_dir() && tree_size(&source)? > STAGED_VERIFIERS_MAX_BYTES {
+        let folder = verifiers::read(&source)?;
+        if folder.as_ref().is_some_and(|f| f.bytes > STAGED_VERIFIERS_MAX_BYTES) {
             return Ok(None);
         }
-        let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(cell.runs())?;
-        if source.is_dir() {
-            copy_tree(&source, &dir.path().join("verifiers"))?;
+        let runs = cell.runs();
+        let aside = runs.parent().map(Path::to_path_buf).unwrap_or_else(|| runs.clone());
+        let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(&runs)?;
+        if let Some(folder) = folder {
+            folder.write(&dir.path().join("verifiers"))?;
         }
         let copy = dir.path().join("trace.jsonl");
         std::fs::copy(trace, &copy)?;
-        Ok(Some(StagedVerifier { dir: crate::process::DropLater::new(dir), trace: copy }))
+        Ok(Some(StagedVerifier { dir: Some(dir), aside, trace: copy }))
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.as_ref().expect("taken only when dropped").path()
     }
 }
 
-/// Bytes of the regular files below `dir` (symbolic links not followed).
-fn tree_size(dir: &Path) -> std::io::Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            total += tree_size(&entry.path())?;
-        } else if kind.is_file() {
-            total += entry.metadata()?.len();
+impl Drop for StagedVerifier {
+    fn drop(&mut self) {
+        let Some(dir) = self.dir.take() else { return };
+        let name = dir.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let gone = self.aside.join(format!("gone-{name}"));
+        if std::fs::rename(dir.path(), &gone).is_ok() {
+            let _ = dir.keep();
+            crate::process::Removals::remove_later(gone);
         }
+        // Else `dir` is removed here, at once, where it is.
     }
-    Ok(total)
 }
 
-/// Copies the folders and regular files below `from` to `to` (symbolic links are left out: a
-/// verifier folder has no business pointing elsewhere).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
+/// The benchmark's verifier folder as a staging reads it, kept by the process for the next
+/// staging while nothing in it changed.
+///
+/// Why: a verifier run in a cell's sandbox gets a copy of the whole folder (above), every cell
+/// and, in a multi-session case, every feature check. Copying it file by file from the
+/// benchmark cost a directory walk to size it, then for each file two opens, two `statx`, a
+/// `fchmod`, two `copy_file_range` and two closes, about 470 system calls for HC-Bench's 23
+/// folders and 23 files. Written from memory, a file is one `openat` that creates it, a write,
+/// an `fchmod` and a close; checking that the folder did not change is one `statx` per entry.
+///
+/// A kept copy is used only while every entry's `lstat` shows what it showed when read: same
+/// inode, size, modification and change times (a folder's change when a name in it is added,
+/// removed or renamed), so an edit of the benchmark during a run reaches the next staging as it
+/// did before. A folder read within [`SETTLED_FOR`] of an entry's last change is not kept (a
+/// change in the same clock tick leaves the times equal: git's racy rule).
+mod verifiers {
+    use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime};
+
+    /// How long before its read every entry's last change must be for the folder to be kept.
+    pub(super) const SETTLED_FOR: Duration = Duration::from_secs(2);
+
+    /// An entry as `lstat` shows it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Stamp {
+        ino: u64,
+        size: u64,
+        mtime: (i64, i64),
+        ctime: (i64, i64),
+    }
+
+    impl Stamp {
+        fn of(meta: &std::fs::Metadata) -> Stamp {
+            Stamp {
+                ino: meta.ino(),
+                size: meta.size(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                ctime: (meta.ctime(), meta.ctime_nsec()),
+            }
+        }
+
+        fn settled(&self, now: SystemTime) -> bool {
+            let changed = SystemTime::UNIX_EPOCH
+                + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
+            changed + SETTLED_FOR <= now
         }
     }
-    Ok(())
+
+    enum Entry {
+        Folder,
+        File { mode: u32, bytes: Vec<u8> },
+    }
+
+    /// The folder's folders and regular files, parents before children (symbolic links are
+    /// left out, as the copy always did: a verifier folder has no business pointing elsewhere).
+    pub(super) struct Folder {
+        source: PathBuf,
+        entries: Vec<(PathBuf, Stamp, Entry)>,
+        /// Bytes of the regular files.
+        pub(super) bytes: u64,
+    }
+
+    static KEPT: Mutex<Vec<Arc<Folder>>> = Mutex::new(Vec::new());
+
+    /// The verifier folder at `source`, None when there is none.
+    pub(super) fn read(source: &Path) -> std::io::Result<Option<Arc<Folder>>> {
+        read_at(source, SystemTime::now())
+    }
+
+    /// [`read`] at the time `now` ([`SETTLED_FOR`] is reckoned from it).
+    pub(super) fn read_at(source: &Path, now: SystemTime) -> std::io::Result<Option<Arc<Folder>>> {
+        let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|f| f.source == source).cloned();
+        let root = match std::fs::symlink_metadata(source) {
+            Ok(m) if m.is_dir() => m,
+            _ => return Ok(None),
+        };
+        if let Some(folder) = kept
+            && folder.unchanged(&root)
+        {
+            return Ok(Some(folder));
+        }
+        let mut folder = Folder { source: source.to_path_buf(), entries: Vec::new(), bytes: 0 };
+        folder.entries.push((PathBuf::new(), Stamp::of(&root), Entry::Folder));
+        folder.walk(source, Path::new(""))?;
+        let folder = Arc::new(folder);
+        let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|f| f.source != source);
+        if folder.entries.iter().all(|(_, stamp, _)| stamp.settled(now)) {
+            kept.push(folder.clone());
+        }
+        Ok(Some(folder))
+    }
+
+    impl Folder {
+        fn walk(&mut self, dir: &Path, rel: &Path) -> std::io::Result<()> {
+            let mut names: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+            names.sort_by_key(|e| e.file_name());
+            for entry in names {
+                let meta = entry.metadata()?;
+                let rel = rel.join(entry.file_name());
+                if meta.is_dir() {
+                    self.entries.push((rel.clone(), Stamp::of(&meta), Entry::Folder));
+                    self.walk(&entry.path(), &rel)?;
+                } else if meta.is_file() {
+                    let bytes = std::fs::read(entry.path())?;
+                    self.bytes += bytes.len() as u64;
+                    let entry = Entry::File { mode: meta.permissions().mode() & 0o7777, bytes };
+                    self.entries.push((rel, Stamp::of(&meta), entry));
+                }
+            }
+            Ok(())
+        }
+
+        /// Whether every entry is as it was read (`root` is the folder's own `lstat`).
+        fn unchanged(&self, root: &std::fs::Metadata) -> bool {
+            self.entries.iter().all(|(rel, stamp, _)| {
+                let now = if rel.as_os_str().is_empty() {
+                    Some(Stamp::of(root))
+                } else {
+                    std::fs::symlink_metadata(self.source.join(rel)).ok().map(|m| Stamp::of(&m))
+                };
+                now == Some(*stamp)
+            })
+        }
+
+        /// Writes the folder at `to`, which must not exist: new folders and new files only.
+        pub(super) fn write(&self, to: &Path) -> std::io::Result<()> {
+            for (rel, _, entry) in &self.entries {
+                let path = if rel.as_os_str().is_empty() { to.to_path_buf() } else { to.join(rel) };
+                match entry {
+                    Entry::Folder => std::fs::create_dir(&path)?,
+                    Entry::File { mode, bytes } => {
+                        let mut file =
+                            std::fs::OpenOptions::new().write(true).create_new(true).mode(*mode).open(&path)?;
+                        file.write_all(bytes)?;
+                        // The source's mode whatever the umask, as `std::fs::copy` gave it.
+                        file.set_permissions(std::fs::Permissions::from_mode(*mode))?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The verifier may read the benchmark's verifier folder and the cell's trace, and reads the
@@ -249,7 +392,7 @@ pub async fn run_verifier(
             None => None,
         };
         let argv = match &staged {
-            Some(s) => case.expand_in(s.dir.path(), cmd, workspace, Some(&s.trace)),
+            Some(s) => case.expand_in(s.path(), cmd, workspace, Some(&s.trace)),
             None => case.expand(cmd, workspace, Some(trace)),
         };
         // A Python verifier runs through hcbench's wrapper, which proves the script finished
@@ -386,6 +529,70 @@ mod tests {
             duration_ms: 0,
             error: None,
         }
+    }
+
+    /// A staged verifier copy leaves `runs/` the moment it is dropped, though its removal runs
+    /// later: a multi-session case's next session, whose commands see `runs/`, never finds it.
+    #[tokio::test]
+    async fn a_dropped_staged_verifier_is_out_of_runs_at_once() {
+        let cell = tempfile::tempdir().unwrap();
+        let runs = cell.path().join("runs");
+        std::fs::create_dir(&runs).unwrap();
+        let removals = std::sync::Arc::new(crate::process::Removals::default());
+        removals
+            .scope(async {
+                let dir = tempfile::Builder::new().prefix("verify-").tempdir_in(&runs).unwrap();
+                std::fs::create_dir(dir.path().join("verifiers")).unwrap();
+                std::fs::write(dir.path().join("verifiers/check.py"), "hidden = 1\n").unwrap();
+                let trace = dir.path().join("trace.jsonl");
+                drop(StagedVerifier { dir: Some(dir), aside: cell.path().to_path_buf(), trace });
+                assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0, "nothing left in runs/");
+            })
+            .await;
+        removals.finish().await;
+        let left: Vec<_> = std::fs::read_dir(cell.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["runs"], "and the copy is removed by the cell's end");
+    }
+
+    /// The staged verifier folder is the benchmark's: the same folders, files and modes, no
+    /// symbolic link; kept by the process, it follows every change of the benchmark's folder.
+    #[test]
+    fn a_staged_verifier_folder_is_the_benchmarks_and_follows_its_changes() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("verifiers");
+        std::fs::create_dir_all(source.join("case-1/data")).unwrap();
+        std::fs::write(source.join("common.py"), "X = 1\n").unwrap();
+        std::fs::write(source.join("case-1/check.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(source.join("case-1/check.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+        std::fs::write(source.join("case-1/data/expected.txt"), "42\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", source.join("case-1/passwd")).unwrap();
+        // The pause puts the changes below on another clock tick than the writes above; the
+        // reads happen, as far as they know, long after the writes (`later`).
+        std::thread::sleep(Duration::from_millis(50));
+        let later = std::time::SystemTime::now() + verifiers::SETTLED_FOR;
+        let staged = |n: usize| {
+            let folder = verifiers::read_at(&source, later).unwrap().expect("a verifier folder");
+            let to = tmp.path().join(format!("staged-{n}"));
+            folder.write(&to).unwrap();
+            to
+        };
+        let first = staged(1);
+        assert_eq!(std::fs::read_to_string(first.join("common.py")).unwrap(), "X = 1\n");
+        assert_eq!(std::fs::read_to_string(first.join("case-1/data/expected.txt")).unwrap(), "42\n");
+        let mode = std::fs::metadata(first.join("case-1/check.sh")).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        assert!(std::fs::symlink_metadata(first.join("case-1/passwd")).is_err(), "links are left out");
+
+        std::fs::write(source.join("common.py"), "X = 2\n").unwrap();
+        std::fs::write(source.join("case-1/data/more.txt"), "7\n").unwrap();
+        std::fs::remove_file(source.join("case-1/data/expected.txt")).unwrap();
+        let second = staged(2);
+        assert_eq!(std::fs::read_to_string(second.join("common.py")).unwrap(), "X = 2\n", "an edit of the same size");
+        assert_eq!(std::fs::read_to_string(second.join("case-1/data/more.txt")).unwrap(), "7\n");
+        assert!(!second.join("case-1/data/expected.txt").exists());
+        std::fs::remove_dir_all(&source).unwrap();
+        assert!(verifiers::read_at(&source, later).unwrap().is_none(), "no folder, nothing to stage");
     }
 
     // `judge` produces passed, failed, timeout, verifier_error and harness_error; the other

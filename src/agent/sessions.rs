@@ -71,14 +71,17 @@ pub(super) async fn work(
     // The case the feature checks run as, made once: a clone of the case per check (12 in a
     // case of four sessions and three features, each with the oracle's whole script) was a
     // measurable part of a sessions cell's own time. The checks do not use the script.
-    let mut probe = Case { oracle: Vec::new(), ..case.clone() };
+    // The sessions' own cases are made from it too: the providers are made from `case`, and
+    // nothing else of the loop reads the script.
+    let bare = Case { oracle: Vec::new(), ..case.clone() };
+    let mut probe = bare.clone();
     while at.index <= spec.count {
         let index = at.index;
         let kind = SessionKind::of(index);
         let t0 = Instant::now();
         // The session's own case: its prompt and its budget; everything else is the case's.
         let session_case =
-            Case { prompt: spec.prompt(kind, &case.prompt), step_budget: spec.step_budget, ..case.clone() };
+            Case { prompt: spec.prompt(kind, &case.prompt), step_budget: spec.step_budget, ..bare.clone() };
         let session_plan = CellPlan { case: Arc::new(session_case), ..plan.clone() };
         let session_cell = Cell { plan: &session_plan, ..*cell };
         let (provider, start) = match resumed.take() {
@@ -116,6 +119,8 @@ pub(super) async fn work(
         }
 
         let claims = FeatureList::read(ws);
+        // The checks get a copy of the trace as it is now.
+        rec.flush()?;
         // The checks are the session's scoring: their own cost (the wrapper's private folder,
         // the command line, the results) is charged to it, apart from the commands they run.
         let verdicts = WaitClock::time_async(Part::Scoring, check_features(&mut probe, spec, ws, trace, sandbox)).await;

@@ -218,7 +218,8 @@ impl RunnerHome {
     }
 
     fn make() -> io::Result<RunnerHome> {
-        let dir = tempfile::Builder::new().prefix("hcbench-runner-").tempdir()?.keep();
+        // Removed at exit; one a killed process left is swept by a later one (lock::ScratchDir).
+        let dir = crate::lock::ScratchDir::new("hcbench-runner-")?.keep();
         if RUNNER_HOME_DIR.set(dir.clone()).is_ok() {
             // SAFETY: atexit only records a function pointer; `remove_at_exit` catches every
             // panic, so none unwinds into the C library.

@@ -19,7 +19,6 @@ use std::io::{Read as _, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use grep_regex::RegexMatcher;
 use grep_searcher::Searcher;
 use grep_searcher::sinks::UTF8;
 
@@ -171,11 +170,22 @@ fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) 
 }
 
 fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> ToolOutput {
+    search_code_at(root, pattern, path, glob, std::time::SystemTime::now())
+}
+
+/// [`search_code`] at the time `now` ([`search_cache::SETTLED`] is reckoned from it).
+fn search_code_at(
+    root: &Path,
+    pattern: &str,
+    path: &str,
+    glob: Option<&str>,
+    now: std::time::SystemTime,
+) -> ToolOutput {
     let dir = match folder(root, path) {
         Ok(d) => d,
         Err(why) => return ToolOutput::fail(why),
     };
-    let matcher = match RegexMatcher::new_line_matcher(pattern) {
+    let matcher = match search_cache::matcher(pattern) {
         Ok(m) => m,
         Err(e) => return ToolOutput::fail(format!("invalid regex `{pattern}`: {e}")),
     };
@@ -190,6 +200,7 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
     let mut searcher = Searcher::new();
     // Opened once for the walk: each file is then opened beneath it, checked like read_file.
     let opened_root = paths::Root::open(root);
+    let mut cache = search_cache::Files::of(root, now);
     'walk: for entry in walker(&dir, None).flatten() {
         // The walker's type is the entry's own (lstat): symlinks, fifos, sockets and devices
         // are skipped here, before anything is opened.
@@ -206,27 +217,36 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
         if is_secret_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
-        // Opened beneath the root and checked like read_file: a hard link to a file outside,
-        // or a file swapped for a fifo since the walk saw it, is refused, not searched.
-        let opened = match opened_root.as_ref().map(|r| r.open_file(&relpath, Access::Read)) {
-            Ok(Ok(f)) => f,
-            // The root itself could not be opened: every file says so, as before.
-            Err(e) => {
-                refused.push(e.to_string());
-                continue;
-            }
-            Ok(Err(e)) => match e {
-                PathError::Secret { .. } => continue,
-                e => {
+        // The bytes an earlier search read from this very file, if it has not changed since
+        // (`search_cache`); else the file opened beneath the root and checked like read_file:
+        // a hard link to a file outside, or a file swapped for a fifo since the walk saw it, is
+        // refused, not searched.
+        let bytes = match cache.get(&relpath, entry.path()) {
+            Some(bytes) => bytes,
+            None => match opened_root.as_ref().map(|r| r.open_walked(&relpath, Access::Read)) {
+                Ok(Ok(file)) => match cache.read(&relpath, file) {
+                    Ok(bytes) => bytes,
+                    // Unreadable now (a read error): searched as an empty file, as before.
+                    Err(_) => continue,
+                },
+                // The root itself could not be opened: every file says so, as before.
+                Err(e) => {
                     refused.push(e.to_string());
                     continue;
                 }
+                Ok(Err(e)) => match e {
+                    PathError::Secret { .. } => continue,
+                    e => {
+                        refused.push(e.to_string());
+                        continue;
+                    }
+                },
             },
         };
         let mut stop = false;
-        let _ = searcher.search_file(
+        let _ = searcher.search_slice(
             &matcher,
-            &opened,
+            &bytes,
             UTF8(|line_no, line| {
                 hits += 1;
                 if hits > MAX_ENTRIES {
@@ -252,6 +272,187 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
         let _ = writeln!(out, "[not searched: {why}]");
     }
     ToolOutput::ok(out)
+}
+
+/// What `search_code` keeps between its calls: the bytes of the files it searched, per
+/// workspace, and its compiled patterns.
+///
+/// An agent searches the same tree many times; on a large one, opening every file again under
+/// the tools' checks (an `openat2`, a reopen through /proc, two `fstat`s, the read) is most of
+/// a search. A file whose bytes were read by an earlier search is searched from those bytes
+/// when its `lstat` shows the same file unchanged: the same device and inode, size,
+/// modification and change times (nanoseconds), still a regular file with one link. Only
+/// bytes read through the checked open are kept, so no file is ever read here that the checks
+/// would refuse: a name that now leads elsewhere (a folder swapped for a symlink) shows another
+/// inode and is opened under the checks again.
+///
+/// The change time cannot be set by a user, and moves with every write, rename, `chmod`,
+/// `touch` or link, so an unchanged one means unchanged bytes, with one exception git knows as
+/// "racy" files: a change within the same clock tick as the read that preceded it leaves the
+/// times equal. So a file is kept only when its last change was at least [`SETTLED`] before it
+/// was read (a file just written is read again by the next search, until it settles). An inode
+/// number reused by a new file cannot match either: the new file's change time is after the
+/// read.
+///
+/// Bounded: at most [`MAX_BYTES`] of bytes in all and the [`MAX_WORKSPACES`] most recently
+/// searched workspaces (a cell's workspace is searched during the cell only; the oldest is
+/// dropped first), so a process's memory does not grow with its cells.
+mod search_cache {
+    use std::collections::HashMap;
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime};
+
+    use grep_regex::RegexMatcher;
+
+    /// Bytes kept over all workspaces.
+    pub(super) const MAX_BYTES: usize = 32 << 20;
+    /// Workspaces kept.
+    pub(super) const MAX_WORKSPACES: usize = 8;
+    /// How long before its read a file's last change must be for its bytes to be kept.
+    /// Two seconds: above the timestamp granularity of the file systems a workspace may be on
+    /// (a clock tick on ext4, xfs or tmpfs; a second on ext3's small inodes; two on FAT).
+    pub(super) const SETTLED: Duration = Duration::from_secs(2);
+    /// Compiled patterns kept (a pattern is often searched again, on another path).
+    const MAX_PATTERNS: usize = 16;
+
+    /// A file as `lstat` shows it: what must not have changed for kept bytes to be its own.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Stamp {
+        dev: u64,
+        ino: u64,
+        size: u64,
+        mtime: (i64, i64),
+        ctime: (i64, i64),
+    }
+
+    impl Stamp {
+        fn of(meta: &std::fs::Metadata) -> Option<Stamp> {
+            (meta.file_type().is_file() && meta.nlink() == 1).then(|| Stamp {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                size: meta.size(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                ctime: (meta.ctime(), meta.ctime_nsec()),
+            })
+        }
+
+        /// Whether the last change was [`SETTLED`] before `now`.
+        fn settled(&self, now: SystemTime) -> bool {
+            let changed = SystemTime::UNIX_EPOCH
+                + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
+            changed + SETTLED <= now
+        }
+    }
+
+    struct Workspace {
+        root: PathBuf,
+        files: HashMap<String, (Stamp, Arc<[u8]>)>,
+        bytes: usize,
+    }
+
+    #[derive(Default)]
+    struct Kept {
+        /// Most recently searched last.
+        workspaces: Vec<Workspace>,
+        patterns: Vec<(String, RegexMatcher)>,
+    }
+
+    static KEPT: Mutex<Kept> = Mutex::new(Kept { workspaces: Vec::new(), patterns: Vec::new() });
+
+    fn kept() -> std::sync::MutexGuard<'static, Kept> {
+        KEPT.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The compiled `pattern`, compiled once for the process's last few patterns.
+    pub(super) fn matcher(pattern: &str) -> Result<RegexMatcher, grep_regex::Error> {
+        if let Some((_, m)) = kept().patterns.iter().find(|(p, _)| p == pattern) {
+            return Ok(m.clone());
+        }
+        let m = RegexMatcher::new_line_matcher(pattern)?;
+        let mut kept = kept();
+        if kept.patterns.len() >= MAX_PATTERNS {
+            kept.patterns.remove(0);
+        }
+        kept.patterns.push((pattern.to_string(), m.clone()));
+        Ok(m)
+    }
+
+    /// One search's view of a workspace's kept bytes: taken out of the process's store for
+    /// the search (so the lock is not held while it reads), put back when dropped.
+    pub(super) struct Files {
+        ws: Option<Workspace>,
+        now: SystemTime,
+    }
+
+    impl Files {
+        /// The kept files of the workspace at `root`.
+        pub(super) fn of(root: &Path, now: SystemTime) -> Files {
+            let mut kept = kept();
+            let ws = match kept.workspaces.iter().position(|w| w.root == root) {
+                Some(i) => kept.workspaces.remove(i),
+                None => Workspace { root: root.to_path_buf(), files: HashMap::new(), bytes: 0 },
+            };
+            Files { ws: Some(ws), now }
+        }
+
+        /// The kept bytes of `rel` (at `path`), if the file is the one they were read from and
+        /// has not changed since.
+        pub(super) fn get(&mut self, rel: &str, path: &Path) -> Option<Arc<[u8]>> {
+            let ws = self.ws.as_mut()?;
+            let (stamp, bytes) = ws.files.get(rel)?;
+            let now = std::fs::symlink_metadata(path).ok().and_then(|m| Stamp::of(&m));
+            if now == Some(*stamp) {
+                return Some(bytes.clone());
+            }
+            let (_, gone) = ws.files.remove(rel).expect("found above");
+            ws.bytes -= gone.len();
+            None
+        }
+
+        /// Reads `file`, opened for `rel` under the tools' checks, and keeps its bytes when it
+        /// has settled and they fit.
+        pub(super) fn read(&mut self, rel: &str, mut file: std::fs::File) -> std::io::Result<Arc<[u8]>> {
+            // The stamp before the read: a change during the read makes the next search's
+            // `lstat` differ from it, and the bytes are read again.
+            let stamp = file.metadata().ok().and_then(|m| Stamp::of(&m));
+            let mut bytes = Vec::with_capacity(stamp.map_or(0, |s| s.size as usize) + 1);
+            file.read_to_end(&mut bytes)?;
+            let bytes: Arc<[u8]> = bytes.into();
+            if let (Some(ws), Some(stamp)) = (self.ws.as_mut(), stamp)
+                && stamp.settled(self.now)
+                && ws.bytes + bytes.len() <= MAX_BYTES
+            {
+                ws.bytes += bytes.len();
+                if let Some((_, old)) = ws.files.insert(rel.to_string(), (stamp, bytes.clone())) {
+                    ws.bytes -= old.len();
+                }
+            }
+            Ok(bytes)
+        }
+    }
+
+    /// How many files' bytes are kept for the workspace at `root` (for tests).
+    #[cfg(test)]
+    pub(super) fn kept_files(root: &Path) -> usize {
+        kept().workspaces.iter().find(|w| w.root == root).map_or(0, |w| w.files.len())
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let Some(ws) = self.ws.take() else { return };
+            let mut kept = kept();
+            kept.workspaces.push(ws);
+            // The oldest go first, beyond the count or the bytes of all.
+            while kept.workspaces.len() > MAX_WORKSPACES
+                || kept.workspaces.iter().map(|w| w.bytes).sum::<usize>() > MAX_BYTES
+            {
+                kept.workspaces.remove(0);
+            }
+        }
+    }
 }
 
 /// The ranked map of the workspace under `path`. The index is built afresh on every call: the
@@ -355,6 +556,8 @@ async fn run_command(case: &Case, root: &Path, argv: &[String], sandbox: &Sandbo
 mod tests {
     use std::path::PathBuf;
 
+    use grep_regex::RegexMatcher;
+
     use super::*;
 
     fn ws() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -453,6 +656,84 @@ mod tests {
         assert!(search.text.contains(&format!("[not searched: {refusal}]")), "{}", search.text);
         let map = repo_map(&root, ".", "outside_only_symbol");
         assert!(map.ok && !map.text.contains("outside_only_symbol"), "{}", map.text);
+    }
+
+    /// A later search reads the bytes it kept of files that did not change, and sees every
+    /// change the agent or its commands can make: an edit of the same size, a new file, a
+    /// removed one, a hard link to a file outside, a folder swapped for a symlink out.
+    #[test]
+    fn a_search_reuses_what_it_read_and_sees_every_change() {
+        let (_g, root, outer) = escape_ws();
+        std::fs::write(root.join("src/b.py"), "y = 1\n").unwrap();
+        // The files were written a while ago, as far as the searches below know (`later`); the
+        // pause puts the changes below on another clock tick than the writes above.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let later = std::time::SystemTime::now() + search_cache::SETTLED;
+        let search = || search_code_at(&root, r"[xy] = \d|OUTDIR|outside", ".", None, later).text;
+        let first = search();
+        assert_eq!(first, "src/a.py:1: x = 1\nsrc/b.py:1: y = 1\n");
+        assert_eq!(search_cache::kept_files(&root), 2);
+        assert_eq!(search(), first, "the same output from the kept bytes");
+
+        assert!(edit_file(&root, "src/a.py", "x = 1", "x = 7").ok);
+        assert_eq!(search(), "src/a.py:1: x = 7\nsrc/b.py:1: y = 1\n", "an edit of the same size");
+        assert!(write_file(&root, "src/c.py", "x = 3\n", false).ok);
+        std::fs::remove_file(root.join("src/b.py")).unwrap();
+        assert_eq!(search(), "src/a.py:1: x = 7\nsrc/c.py:1: x = 3\n");
+
+        std::fs::remove_file(root.join("src/a.py")).unwrap();
+        std::fs::hard_link(outer.join("outside.py"), root.join("src/a.py")).unwrap();
+        let linked = search();
+        assert!(linked.starts_with("src/c.py:1: x = 3\n[not searched: `src/a.py` has 2 hard links"), "{linked}");
+
+        std::fs::rename(root.join("src"), root.join("old")).unwrap();
+        std::os::unix::fs::symlink("../outdir", root.join("src")).unwrap();
+        let swapped = search();
+        assert!(!swapped.contains("OUTDIR") && !swapped.contains("src/"), "{swapped}");
+    }
+
+    /// A file changed less than [`search_cache::SETTLED`] ago may change again within the same
+    /// clock tick, leaving its times as they were: its bytes are not kept.
+    #[test]
+    fn a_file_just_written_is_read_again_by_the_next_search() {
+        let (_g, root, _outer) = escape_ws();
+        let out = search_code(&root, "x", ".", None);
+        assert_eq!(out.text, "src/a.py:1: x = 1\n");
+        assert_eq!(search_cache::kept_files(&root), 0);
+    }
+
+    /// The search reads a file whole and searches the bytes: the same lines as grep's reader
+    /// finds in the open file, for the files that differ between the two ways (CRLF line ends,
+    /// no last newline, a line that is not UTF-8, a UTF-16 file with its byte order mark).
+    #[test]
+    fn searching_the_bytes_finds_what_searching_the_file_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut utf16 = vec![0xff, 0xfe];
+        utf16.extend("x = 1\ny = 2\n".encode_utf16().flat_map(|u| u.to_le_bytes()));
+        let files: [&[u8]; 5] =
+            [b"x = 1\r\ny = 2\r\n", b"x = 1\ny = 2", b"x = 1\n\xff\xfe x\nx = 3\n", &utf16, &[b'x'; 100_000]];
+        let matcher = RegexMatcher::new_line_matcher("x").unwrap();
+        for (i, bytes) in files.iter().enumerate() {
+            let path = dir.path().join(format!("f{i}"));
+            std::fs::write(&path, bytes).unwrap();
+            let lines = |from_file: bool| {
+                let mut found = Vec::new();
+                let sink = UTF8(|n, line: &str| {
+                    found.push((n, line.to_string()));
+                    Ok(true)
+                });
+                let mut searcher = Searcher::new();
+                let done = if from_file {
+                    searcher.search_file(&matcher, &std::fs::File::open(&path).unwrap(), sink)
+                } else {
+                    searcher.search_slice(&matcher, bytes, sink)
+                };
+                (done.is_ok(), found)
+            };
+            let from_file = lines(true);
+            assert!(!from_file.1.is_empty(), "file {i}");
+            assert_eq!(lines(false), from_file, "file {i}");
+        }
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! Appends events to a cell's `trace.jsonl`.
 //!
-//! Invariant: this is the only code that writes a trace, and it writes each event as one
-//! complete line with a single `write_all`, then flushes, before the engine moves on. A crash
-//! therefore leaves a valid prefix. Once the cell has its verdict the engine stores the trace
-//! compressed ([`super::stored`]); appending to it again first makes it plain.
+//! Invariant: this is the only code that writes a trace, and it writes only complete lines,
+//! each batch of them with a single `write_all`. [`TraceWriter::append`] writes its event at
+//! once; [`TraceWriter::hold`] keeps it with the lines held before it until
+//! [`TraceWriter::flush`] (or the writer's drop) writes them together. The agent loop holds a
+//! step's events and writes them in one call when the step ends (`agent::Recorder`): a step
+//! is about ten events, and one write per event was most of the trace's cost. A crash
+//! therefore leaves a valid prefix (whole steps, at worst a cut last line). Once the cell has
+//! its verdict the engine stores the trace compressed ([`super::stored`]); appending to it
+//! again first makes it plain.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -18,9 +23,12 @@ pub struct TraceWriter {
     run_id: String,
     cell_id: String,
     next_seq: u64,
-    /// Bytes in the file: where the next line starts (a checkpoint records it).
+    /// Bytes in the trace, the held lines included: where the next line starts (a
+    /// checkpoint records it, after a flush).
     bytes: u64,
     line: Vec<u8>,
+    /// Complete lines not yet written.
+    held: Vec<u8>,
 }
 
 impl TraceWriter {
@@ -35,6 +43,7 @@ impl TraceWriter {
             next_seq: 0,
             bytes: 0,
             line: Vec::with_capacity(1024),
+            held: Vec::with_capacity(8 * 1024),
         })
     }
 
@@ -69,6 +78,7 @@ impl TraceWriter {
             next_seq: read.events.last().map_or(0, |e| e.seq + 1),
             bytes: complete as u64,
             line: Vec::with_capacity(1024),
+            held: Vec::with_capacity(8 * 1024),
         })
     }
 
@@ -76,14 +86,35 @@ impl TraceWriter {
         &self.path
     }
 
-    /// The last event written (its seq; None before the first) and the file's length after it.
+    /// The last event appended (its seq; None before the first) and the trace's length after
+    /// it, once the held lines are written.
     pub fn position(&self) -> (Option<u64>, u64) {
         (self.next_seq.checked_sub(1), self.bytes)
     }
 
-    /// Stamps `body` with schema version, ids, sequence number and time, appends it and
-    /// returns the stamped event.
+    /// Stamps `body` with schema version, ids, sequence number and time, appends it (written
+    /// at once, after any held lines) and returns the stamped event.
     pub fn append(&mut self, body: EventBody) -> io::Result<Event> {
+        let event = self.hold(body)?;
+        self.flush()?;
+        Ok(event)
+    }
+
+    /// Writes the held lines, in one call.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let written = self.file.write_all(&self.held);
+        // Written or not, they are not held again: a failed write may have put part of them in
+        // the file, and the caller gives the trace up (the cell ends as a harness error).
+        self.held.clear();
+        written
+    }
+
+    /// [`TraceWriter::append`], the line held until the next [`TraceWriter::flush`] or
+    /// [`TraceWriter::append`], or the writer's drop.
+    pub fn hold(&mut self, body: EventBody) -> io::Result<Event> {
         let mut event = Event {
             schema_version: SCHEMA_VERSION,
             run_id: self.run_id.clone(),
@@ -97,10 +128,53 @@ impl TraceWriter {
         self.line.push(b'\n');
         // The backstop of API-key redaction: no line carries a key the process holds.
         crate::model::secrets::scrub_event(&mut event, &mut self.line)?;
-        self.file.write_all(&self.line)?;
-        self.file.flush()?;
+        self.held.extend_from_slice(&self.line);
         self.next_seq += 1;
         self.bytes += self.line.len() as u64;
         Ok(event)
+    }
+}
+
+impl Drop for TraceWriter {
+    /// A writer dropped with lines held (a cell cancelled, timed out or panicking mid-step)
+    /// writes them: the trace keeps every event the summary saw.
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!("cannot write the last events of trace {}: {e}", self.path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u32) -> EventBody {
+        EventBody::StateUpdated { step, steps_used: step, files_modified: Vec::new(), finished: false }
+    }
+
+    /// Held lines reach the file only when flushed, appended after or dropped with the writer,
+    /// always whole and in order, and the position counts them once written.
+    #[test]
+    fn held_lines_are_written_whole_in_order_on_flush_append_or_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        let mut w = TraceWriter::create(&path, "r", "c").unwrap();
+        w.hold(step(1)).unwrap();
+        w.hold(step(2)).unwrap();
+        assert_eq!(lines(), 0, "held, not written");
+        w.flush().unwrap();
+        assert_eq!(lines(), 2);
+        assert_eq!(w.position(), (Some(1), std::fs::metadata(&path).unwrap().len()));
+        w.hold(step(3)).unwrap();
+        w.append(step(4)).unwrap();
+        assert_eq!(lines(), 4, "an append writes what was held before it");
+        w.hold(step(5)).unwrap();
+        drop(w);
+        let read = crate::trace::read_trace(&path).unwrap();
+        let seqs: Vec<u64> = read.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4], "the drop wrote the last held line");
+        assert!(!read.stats.truncated);
     }
 }

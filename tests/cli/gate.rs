@@ -118,8 +118,19 @@ impl Project {
         index.write().unwrap();
     }
 
+    /// Runs hcbench with this project's TMPDIR, and checks it left no process behind: once it
+    /// has exited, anything that still names that folder (a cell's sandbox, killed half-started
+    /// when a gate step stopped early) has outlived it.
     pub(super) fn hcbench(&self, args: &[&str]) -> Output {
-        Test::new().root(self.path()).env("TMPDIR", &self.tmp.path().to_string_lossy()).args(args).run()
+        let out = Test::new().root(self.path()).env("TMPDIR", &self.tmp.path().to_string_lossy()).args(args).run();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut left = processes_naming(self.tmp());
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            left = processes_naming(self.tmp());
+        }
+        assert!(left.is_empty(), "hcbench {args:?} left processes behind: {left:#?}");
+        out
     }
 
     /// `hcbench gate --format json ARGS`.
@@ -168,6 +179,26 @@ impl Project {
     fn tmp_entries(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.tmp.path()).unwrap().map(|e| e.unwrap().path()).collect()
     }
+}
+
+/// Live processes (not zombies) whose command line names `path`.
+fn processes_naming(path: &Path) -> Vec<String> {
+    let needle = path.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The state follows the command name in parentheses, which may hold spaces.
+        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !zombie && cmdline.contains(&needle) {
+            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
 }
 
 fn step(report: &Value, n: usize) -> &Value {
