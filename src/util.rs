@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::io::{self, Write};
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
@@ -203,6 +203,48 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
             let init: Vec<String> = init.iter().map(|c| format!("`{c}`")).collect();
             format!("; did you mean {} or `{last}`?", init.join(", "))
         }
+    }
+}
+
+/// A file or folder as `lstat` shows it: device, inode, size, modification and change times.
+/// Kept beside something read from it (bytes, a listing), it says whether that is still its
+/// own: the change time cannot be set by a user and moves with every write, rename, `chmod`,
+/// `touch` or link (a folder's when a name in it is added, removed or renamed), and an inode
+/// reused by a new file has a later change time. The exception is git's "racy" case: a change
+/// within the same clock tick as the read before it leaves every field equal, so a stamp is
+/// trusted only once it is [`Stamp::SETTLED`] old ([`Stamp::settled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    /// How long before a read an entry's last change must be for what was read to be kept.
+    /// Two seconds: above the timestamp granularity of the file systems a workspace or a
+    /// benchmark may be on (a clock tick on ext4, xfs or tmpfs; a second on ext3's small inodes;
+    /// two on FAT).
+    pub const SETTLED: Duration = Duration::from_secs(2);
+
+    pub fn of(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Whether the last change was [`Stamp::SETTLED`] before `now`.
+    pub fn settled(&self, now: SystemTime) -> bool {
+        let changed = SystemTime::UNIX_EPOCH
+            + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
+        changed + Stamp::SETTLED <= now
     }
 }
 

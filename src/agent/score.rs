@@ -186,43 +186,16 @@ impl Drop for StagedVerifier {
 /// A kept copy is used only while every entry's `lstat` shows what it showed when read: same
 /// inode, size, modification and change times (a folder's change when a name in it is added,
 /// removed or renamed), so an edit of the benchmark during a run reaches the next staging as it
-/// did before. A folder read within [`SETTLED_FOR`] of an entry's last change is not kept (a
+/// did before. A folder read within [`Stamp::SETTLED`](crate::util::Stamp::SETTLED) of an entry's last change is not kept (a
 /// change in the same clock tick leaves the times equal: git's racy rule).
 mod verifiers {
     use std::io::Write as _;
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, SystemTime};
+    use std::time::SystemTime;
 
-    /// How long before its read every entry's last change must be for the folder to be kept.
-    pub(super) const SETTLED_FOR: Duration = Duration::from_secs(2);
-
-    /// An entry as `lstat` shows it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    struct Stamp {
-        ino: u64,
-        size: u64,
-        mtime: (i64, i64),
-        ctime: (i64, i64),
-    }
-
-    impl Stamp {
-        fn of(meta: &std::fs::Metadata) -> Stamp {
-            Stamp {
-                ino: meta.ino(),
-                size: meta.size(),
-                mtime: (meta.mtime(), meta.mtime_nsec()),
-                ctime: (meta.ctime(), meta.ctime_nsec()),
-            }
-        }
-
-        fn settled(&self, now: SystemTime) -> bool {
-            let changed = SystemTime::UNIX_EPOCH
-                + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
-            changed + SETTLED_FOR <= now
-        }
-    }
+    use crate::util::Stamp;
 
     enum Entry {
         Folder,
@@ -245,7 +218,7 @@ mod verifiers {
         read_at(source, SystemTime::now())
     }
 
-    /// [`read`] at the time `now` ([`SETTLED_FOR`] is reckoned from it).
+    /// [`read`] at the time `now` ([`Stamp::SETTLED`] is reckoned from it).
     pub(super) fn read_at(source: &Path, now: SystemTime) -> std::io::Result<Option<Arc<Folder>>> {
         let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|f| f.source == source).cloned();
         let root = match std::fs::symlink_metadata(source) {
@@ -570,7 +543,7 @@ mod tests {
         // The pause puts the changes below on another clock tick than the writes above; the
         // reads happen, as far as they know, long after the writes (`later`).
         std::thread::sleep(Duration::from_millis(50));
-        let later = std::time::SystemTime::now() + verifiers::SETTLED_FOR;
+        let later = std::time::SystemTime::now() + crate::util::Stamp::SETTLED;
         let staged = |n: usize| {
             let folder = verifiers::read_at(&source, later).unwrap().expect("a verifier folder");
             let to = tmp.path().join(format!("staged-{n}"));

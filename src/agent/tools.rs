@@ -173,7 +173,7 @@ fn search_code(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> To
     search_code_at(root, pattern, path, glob, std::time::SystemTime::now())
 }
 
-/// [`search_code`] at the time `now` ([`search_cache::SETTLED`] is reckoned from it).
+/// [`search_code`] at the time `now` ([`Stamp::SETTLED`](crate::util::Stamp::SETTLED) is reckoned from it).
 fn search_code_at(
     root: &Path,
     pattern: &str,
@@ -289,7 +289,7 @@ fn search_code_at(
 /// The change time cannot be set by a user, and moves with every write, rename, `chmod`,
 /// `touch` or link, so an unchanged one means unchanged bytes, with one exception git knows as
 /// "racy" files: a change within the same clock tick as the read that preceded it leaves the
-/// times equal. So a file is kept only when its last change was at least [`SETTLED`] before it
+/// times equal. So a file is kept only when its last change was at least [`Stamp::SETTLED`](crate::util::Stamp::SETTLED) before it
 /// was read (a file just written is read again by the next search, until it settles). An inode
 /// number reused by a new file cannot match either: the new file's change time is after the
 /// read.
@@ -303,7 +303,7 @@ mod search_cache {
     use std::os::unix::fs::MetadataExt as _;
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, SystemTime};
+    use std::time::SystemTime;
 
     use grep_regex::RegexMatcher;
 
@@ -311,40 +311,14 @@ mod search_cache {
     pub(super) const MAX_BYTES: usize = 32 << 20;
     /// Workspaces kept.
     pub(super) const MAX_WORKSPACES: usize = 8;
-    /// How long before its read a file's last change must be for its bytes to be kept.
-    /// Two seconds: above the timestamp granularity of the file systems a workspace may be on
-    /// (a clock tick on ext4, xfs or tmpfs; a second on ext3's small inodes; two on FAT).
-    pub(super) const SETTLED: Duration = Duration::from_secs(2);
     /// Compiled patterns kept (a pattern is often searched again, on another path).
     const MAX_PATTERNS: usize = 16;
 
-    /// A file as `lstat` shows it: what must not have changed for kept bytes to be its own.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    struct Stamp {
-        dev: u64,
-        ino: u64,
-        size: u64,
-        mtime: (i64, i64),
-        ctime: (i64, i64),
-    }
+    use crate::util::Stamp;
 
-    impl Stamp {
-        fn of(meta: &std::fs::Metadata) -> Option<Stamp> {
-            (meta.file_type().is_file() && meta.nlink() == 1).then(|| Stamp {
-                dev: meta.dev(),
-                ino: meta.ino(),
-                size: meta.size(),
-                mtime: (meta.mtime(), meta.mtime_nsec()),
-                ctime: (meta.ctime(), meta.ctime_nsec()),
-            })
-        }
-
-        /// Whether the last change was [`SETTLED`] before `now`.
-        fn settled(&self, now: SystemTime) -> bool {
-            let changed = SystemTime::UNIX_EPOCH
-                + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
-            changed + SETTLED <= now
-        }
+    /// A regular file's stamp: only one with a single name, so no other path reaches its bytes.
+    fn file_stamp(meta: &std::fs::Metadata) -> Option<Stamp> {
+        (meta.file_type().is_file() && meta.nlink() == 1).then(|| Stamp::of(meta))
     }
 
     struct Workspace {
@@ -403,7 +377,7 @@ mod search_cache {
         pub(super) fn get(&mut self, rel: &str, path: &Path) -> Option<Arc<[u8]>> {
             let ws = self.ws.as_mut()?;
             let (stamp, bytes) = ws.files.get(rel)?;
-            let now = std::fs::symlink_metadata(path).ok().and_then(|m| Stamp::of(&m));
+            let now = std::fs::symlink_metadata(path).ok().and_then(|m| file_stamp(&m));
             if now == Some(*stamp) {
                 return Some(bytes.clone());
             }
@@ -417,8 +391,9 @@ mod search_cache {
         pub(super) fn read(&mut self, rel: &str, mut file: std::fs::File) -> std::io::Result<Arc<[u8]>> {
             // The stamp before the read: a change during the read makes the next search's
             // `lstat` differ from it, and the bytes are read again.
-            let stamp = file.metadata().ok().and_then(|m| Stamp::of(&m));
-            let mut bytes = Vec::with_capacity(stamp.map_or(0, |s| s.size as usize) + 1);
+            let meta = file.metadata().ok();
+            let stamp = meta.as_ref().and_then(file_stamp);
+            let mut bytes = Vec::with_capacity(meta.map_or(0, |m| m.len() as usize) + 1);
             file.read_to_end(&mut bytes)?;
             let bytes: Arc<[u8]> = bytes.into();
             if let (Some(ws), Some(stamp)) = (self.ws.as_mut(), stamp)
@@ -668,7 +643,7 @@ mod tests {
         // The files were written a while ago, as far as the searches below know (`later`); the
         // pause puts the changes below on another clock tick than the writes above.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let later = std::time::SystemTime::now() + search_cache::SETTLED;
+        let later = std::time::SystemTime::now() + crate::util::Stamp::SETTLED;
         let search = || search_code_at(&root, r"[xy] = \d|OUTDIR|outside", ".", None, later).text;
         let first = search();
         assert_eq!(first, "src/a.py:1: x = 1\nsrc/b.py:1: y = 1\n");
@@ -692,7 +667,7 @@ mod tests {
         assert!(!swapped.contains("OUTDIR") && !swapped.contains("src/"), "{swapped}");
     }
 
-    /// A file changed less than [`search_cache::SETTLED`] ago may change again within the same
+    /// A file changed less than [`Stamp::SETTLED`](crate::util::Stamp::SETTLED) ago may change again within the same
     /// clock tick, leaving its times as they were: its bytes are not kept.
     #[test]
     fn a_file_just_written_is_read_again_by_the_next_search() {
