@@ -1680,11 +1680,9 @@ mod tests {
     #[test]
     fn a_workspace_is_restored_from_the_fixture_and_the_stored_contents() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n"), ("old.py", "gone\n"), ("keep.py", "k\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
+        let (fixture, ws, cell) =
+            fresh_copy(dir.path(), &[("a.py", "x = 1\n"), ("old.py", "gone\n"), ("keep.py", "k\n")]);
         let link = cell.join("workspace");
-        crate::workspace::fresh(&fixture, &ws, &link).unwrap();
         let mut d = Digests::new(&ws, &cell);
         d.scan().unwrap();
         tree(&ws, &[("a.py", "x = 2\n"), ("new/c.sh", "#!/bin/sh\n")]);
@@ -1725,6 +1723,16 @@ mod tests {
         assert!(Digests::new(&ws, &cell).current(&Changes::None).unwrap().contains_key("c.py"));
     }
 
+    /// A fixture of `files` in `dir`, copied fresh into the workspace of a cell folder as a
+    /// cell's is: (fixture, workspace, cell folder).
+    fn fresh_copy(dir: &Path, files: &[(&str, &str)]) -> (PathBuf, PathBuf, PathBuf) {
+        let (fixture, cell) = (dir.join("fx"), dir.join("cell"));
+        tree(&fixture, files);
+        std::fs::create_dir_all(&cell).unwrap();
+        let ws = crate::workspace::fresh(&fixture, &dir.join("ws"), &cell.join("workspace")).unwrap();
+        (fixture, ws, cell)
+    }
+
     /// A walk of `ws` from nothing: what every cheaper way to the digests must equal.
     fn walked(ws: &Path) -> BTreeMap<String, Entry> {
         let scratch = tempfile::tempdir().unwrap();
@@ -1734,11 +1742,8 @@ mod tests {
     #[test]
     fn a_step_of_file_tool_writes_updates_the_written_paths_as_a_walk_would_find_them() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n")]);
         let link = cell.join("workspace");
-        let ws = crate::workspace::fresh(&fixture, &ws, &link).unwrap();
         let mut d = Digests::new(&ws, &cell).after_copy(&ws);
         d.current(&Changes::Anything).unwrap();
         let paths = |p: &[&str]| Changes::Paths(p.iter().map(|s| s.to_string()).collect());
@@ -1926,11 +1931,8 @@ mod tests {
     #[test]
     fn a_fixture_content_is_stored_only_where_the_fixture_does_not_have_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n"), ("b.py", "y = 1\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n"), ("b.py", "y = 1\n")]);
         let link = cell.join("workspace");
-        crate::workspace::fresh(&fixture, &ws, &link).unwrap();
         // The first scan of a fresh copy: every file is within the racy window.
         let mut d = Digests::new(&ws, &cell);
         d.scan().unwrap();
@@ -1971,10 +1973,7 @@ mod tests {
     #[test]
     fn a_resume_after_a_git_commit_rebuilds_a_tampered_object_and_refuses_without_its_content() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
-        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
         let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
         // The step: the agent's session made a repository and committed, as a sessions case does.
@@ -2038,11 +2037,8 @@ mod tests {
     #[test]
     fn contents_go_to_one_pack_and_a_record_cut_short_is_cut_off_before_the_next() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let link = cell.join("workspace");
-        let ws = crate::workspace::fresh(&fixture, &ws, &link).unwrap();
         let mut d = Digests::new(&ws, &cell).after_copy(&ws);
         d.scan().unwrap();
         tree(&ws, &[("b.py", "one\n"), ("c.py", "two\n"), ("d.py", "two\n")]);
@@ -2076,10 +2072,7 @@ mod tests {
     #[test]
     fn checkpoints_take_turns_in_two_files_and_a_kill_mid_write_spoils_neither_named_one() {
         let dir = tempfile::tempdir().unwrap();
-        let (fixture, ws, cell) = (dir.path().join("fx"), dir.path().join("ws"), dir.path().join("cell"));
-        tree(&fixture, &[("a.py", "x = 1\n")]);
-        std::fs::create_dir_all(&cell).unwrap();
-        crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
         let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
         let mut state = LoopState::default();
