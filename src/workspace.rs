@@ -16,9 +16,14 @@
 //! ([`take_copied`]).
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -57,9 +62,13 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         rustix::fs::stat(fixture).map_err(io::Error::from).map_err(wrap)?.st_dev,
         rustix::fs::stat(dest).map_err(io::Error::from).map_err(wrap)?.st_dev,
     );
-    let mut reflink = Reflink::known(devices);
-    copy_tree(fixture, dest, &mut reflink, "", &mut copied).map_err(wrap)?;
-    reflink.remember(devices);
+    let mut ways = Ways::known(devices);
+    let dirs = open_dir(rustix::fs::CWD, fixture)
+        .and_then(|src| Ok((src, open_dir(rustix::fs::CWD, dest)?)))
+        .map_err(io::Error::from)
+        .map_err(wrap)?;
+    copy_tree((fixture, dest), dirs, &mut ways, "", &mut copied).map_err(wrap)?;
+    ways.remember(devices);
     let dest = dest.canonicalize().map_err(wrap)?;
     keep_copied(&dest, copied);
     if link != dest
@@ -129,27 +138,49 @@ enum Reflink {
     Unsupported,
 }
 
-/// The answer the file systems gave, by (fixture's device, workspace's device), for the
-/// process: asking costs the first file of a copy a file made, refused and removed before it
-/// is copied (eight calls, two of them the journal's), and every cell of a run asks the same
-/// pair of file systems.
-static REFLINKS: Mutex<Vec<((u64, u64), Reflink)>> = Mutex::new(Vec::new());
+/// How a copy moves a file's bytes when it cannot reflink: `copy_file_range` (in the kernel,
+/// and on some file systems a shared extent), or, between two file systems that refuse it
+/// (EXDEV: a fixture on disk copied to a tmpfs), `sendfile`, which moves the same bytes in the
+/// kernel too. Asked once per device pair: before, each file of such a copy tried
+/// `copy_file_range`, was refused, seeked both files and went through `std::io::copy`, which
+/// asked both files' metadata and tried `copy_file_range` again (seven calls before `sendfile`).
+#[derive(Clone, Copy, PartialEq)]
+enum Bytes {
+    CopyRange,
+    Sendfile,
+}
 
-impl Reflink {
-    /// What an earlier copy between these devices found, else [`Reflink::Untried`].
-    fn known(devices: (u64, u64)) -> Reflink {
+/// What the file systems answered, by (fixture's device, workspace's device), for the
+/// process: asking whether they reflink costs the first file of a copy a file made, refused and
+/// removed before it is copied (eight calls, two of them the journal's), asking whether they
+/// take `copy_file_range` a refused call, and every cell of a run asks the same pair of file
+/// systems.
+static REFLINKS: Mutex<Vec<((u64, u64), Ways)>> = Mutex::new(Vec::new());
+
+/// How one copy copies: what the file systems answered so far.
+#[derive(Clone, Copy, PartialEq)]
+struct Ways {
+    reflink: Reflink,
+    bytes: Bytes,
+}
+
+impl Ways {
+    /// What an earlier copy between these devices found, else untried.
+    fn known(devices: (u64, u64)) -> Ways {
         let known = REFLINKS.lock().unwrap_or_else(|e| e.into_inner());
-        known.iter().find(|(d, _)| *d == devices).map_or(Reflink::Untried, |(_, r)| *r)
+        let untried = Ways { reflink: Reflink::Untried, bytes: Bytes::CopyRange };
+        known.iter().find(|(d, _)| *d == devices).map_or(untried, |(_, ways)| *ways)
     }
 
     /// Keeps what this copy found (nothing when it had no file to ask with).
     fn remember(self, devices: (u64, u64)) {
-        if self == Reflink::Untried {
+        if self.reflink == Reflink::Untried {
             return;
         }
         let mut known = REFLINKS.lock().unwrap_or_else(|e| e.into_inner());
-        if !known.iter().any(|(d, _)| *d == devices) {
-            known.push((devices, self));
+        match known.iter_mut().find(|(d, _)| *d == devices) {
+            Some((_, ways)) => *ways = self,
+            None => known.push((devices, self)),
         }
     }
 }
@@ -213,104 +244,166 @@ pub fn take_copied(ws: &Path) -> Option<Copied> {
     Some(all.swap_remove(at).1)
 }
 
-fn copy_tree(src: &Path, dst: &Path, reflink: &mut Reflink, rel: &str, copied: &mut Copied) -> io::Result<()> {
+/// Opens the folder `path` (beneath `dir`) for reading its entries and as the folder the
+/// calls for its entries start from.
+fn open_dir(dir: impl AsFd, path: impl rustix::path::Arg) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(dir, path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Copies the folder `src` (open, with its copy `dst`, made and open) entry by entry. Every
+/// call names an entry from its open folder (`openat`, `mkdirat`, `symlinkat`, ...), not by
+/// its whole path: a context fixture's files are six to ten folders deep, and a path is
+/// looked up again, component by component, by every call that names it.
+fn copy_tree(
+    (src, dst): (&Path, &Path),
+    (src_fd, dst_fd): (OwnedFd, OwnedFd),
+    ways: &mut Ways,
+    rel: &str,
+    copied: &mut Copied,
+) -> io::Result<()> {
     let mut names = Vec::new();
-    for entry in fs::read_dir(src)? {
-        let entry = entry?;
-        let from = entry.path();
-        let name = entry.file_name();
+    let mut entries = rustix::fs::Dir::new(src_fd)?;
+    loop {
+        let entry = match entries.read() {
+            None => break,
+            Some(entry) => entry?,
+        };
+        let cname = entry.file_name();
+        if cname == c"." || cname == c".." {
+            continue;
+        }
+        let src_dir = entries.fd()?;
+        let name = OsStr::from_bytes(cname.to_bytes()).to_os_string();
         copied.names_utf8 &= name.to_str().is_some();
-        let to = dst.join(&name);
-        let ty = entry.file_type()?;
+        let ty = match entry.file_type() {
+            FileType::Unknown => {
+                FileType::from_raw_mode(rustix::fs::statat(src_dir, cname, AtFlags::SYMLINK_NOFOLLOW)?.st_mode)
+            }
+            ty => ty,
+        };
         let path = match rel {
             "" => name.to_string_lossy().into_owned(),
             _ => format!("{rel}/{}", name.to_string_lossy()),
         };
-        if ty.is_symlink() {
-            let target = fs::read_link(&from)?;
-            std::os::unix::fs::symlink(&target, &to)?;
-            copied.symlinks.insert(path, target);
-        } else if ty.is_dir() {
-            fs::create_dir(&to)?;
-            copy_tree(&from, &to, reflink, &path, copied)?;
-        } else if ty.is_file() {
-            // A failed reflink creates the file, fails and removes it before the copy creates
-            // it again: on a file system without reflinks (ext4) that tripled the cost of every
-            // file of the copy, so only the first file asks, and only the first copy between
-            // two file systems ([`REFLINKS`]).
-            let file = if *reflink == Reflink::Unsupported {
-                let (source_stat, stat) = copy_file(&from, &to)?;
-                CopiedFile { source: from, source_stat, stat }
-            } else {
-                let made = reflink_copy::reflink_or_copy(&from, &to)?;
-                *reflink = if made.is_some() { Reflink::Unsupported } else { Reflink::Works };
-                // The fixture file's modification time, as copy_file gives it (by path: the
-                // copy may be read-only, and its owner may set its times all the same).
-                let source_stat = rustix::fs::lstat(&from)?;
-                set_mtime(&to, &source_stat)?;
-                CopiedFile { source: from, source_stat, stat: rustix::fs::lstat(&to)? }
-            };
-            copied.files.insert(path, file);
-        } else {
+        match ty {
+            FileType::Symlink => {
+                let target =
+                    PathBuf::from(OsString::from_vec(rustix::fs::readlinkat(src_dir, cname, Vec::new())?.into_bytes()));
+                rustix::fs::symlinkat(&target, &dst_fd, cname)?;
+                copied.symlinks.insert(path, target);
+            }
+            FileType::Directory => {
+                rustix::fs::mkdirat(&dst_fd, cname, Mode::from_raw_mode(0o777))?;
+                let dirs = (open_dir(src_dir, cname)?, open_dir(&dst_fd, cname)?);
+                copy_tree((&src.join(&name), &dst.join(&name)), dirs, ways, &path, copied)?;
+            }
+            FileType::RegularFile => {
+                let from = src.join(&name);
+                // A failed reflink creates the file, fails and removes it before the copy
+                // creates it again: on a file system without reflinks (ext4) that tripled the
+                // cost of every file of the copy, so only the first file asks, and only the first
+                // copy between two file systems ([`REFLINKS`]).
+                let file = if ways.reflink == Reflink::Unsupported {
+                    let (source_stat, stat) = copy_file(src_dir, &dst_fd, cname, &mut ways.bytes)?;
+                    CopiedFile { source: from, source_stat, stat }
+                } else {
+                    let made = reflink_copy::reflink_or_copy(&from, dst.join(&name))?;
+                    ways.reflink = if made.is_some() { Reflink::Unsupported } else { Reflink::Works };
+                    // The fixture file's modification time, as copy_file gives it (by name: the
+                    // copy may be read-only, and its owner may set its times all the same).
+                    let source_stat = rustix::fs::statat(src_dir, cname, AtFlags::SYMLINK_NOFOLLOW)?;
+                    set_mtime(&dst_fd, cname, &source_stat)?;
+                    let stat = rustix::fs::statat(&dst_fd, cname, AtFlags::SYMLINK_NOFOLLOW)?;
+                    CopiedFile { source: from, source_stat, stat }
+                };
+                copied.files.insert(path, file);
+            }
             // Sockets, fifos and devices are not copied.
-            continue;
+            _ => continue,
         }
         names.push(name);
     }
     // The folder keeps its fixture folder's modification time too, set once it is filled:
     // adding, removing or renaming an entry later always moves it, so the checkpoint can trust
     // the folder's listing at once (src/agent/checkpoint.rs).
-    let source_stat = rustix::fs::stat(src)?;
-    set_mtime(dst, &source_stat)?;
-    let stat = rustix::fs::lstat(dst)?;
+    let source_stat = rustix::fs::fstat(entries.fd()?)?;
+    rustix::fs::futimens(&dst_fd, &mtime_of(&source_stat))?;
+    let stat = rustix::fs::fstat(&dst_fd)?;
     copied.folders.insert(rel.to_string(), CopiedFolder { names, source_stat, stat });
     Ok(())
 }
 
-/// Gives `to` the modification time of `like` (by path, not following a last symlink: `to` is
-/// a file or folder the copy made).
-fn set_mtime(to: &Path, like: &rustix::fs::Stat) -> io::Result<()> {
-    let omit = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT };
-    let times = rustix::fs::Timestamps {
-        last_access: omit,
+/// Timestamps that set the modification time of `like` and leave the access time.
+fn mtime_of(like: &rustix::fs::Stat) -> rustix::fs::Timestamps {
+    rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
         last_modification: rustix::fs::Timespec { tv_sec: like.st_mtime as _, tv_nsec: like.st_mtime_nsec as _ },
-    };
-    rustix::fs::utimensat(rustix::fs::CWD, to, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    }
+}
+
+/// Gives the entry `name` of `dir` the modification time of `like` (not following a last
+/// symlink: it is a file the copy made).
+fn set_mtime(dir: impl AsFd, name: &std::ffi::CStr, like: &rustix::fs::Stat) -> io::Result<()> {
+    rustix::fs::utimensat(dir, name, &mtime_of(like), AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(())
 }
 
-/// Copies the regular file `from` to the new file `to` with `from`'s permission bits, as
-/// `std::fs::copy` does, in fewer calls: the target is created with its mode (so it needs no
-/// `fchmod` unless the umask took bits away) and its length is known, so the copy ends without
-/// a last call to find the end. A fixture copy is a few of these per file, hundreds per cell on
-/// the larger fixtures. The copy gets `from`'s modification time; returns `from`'s stat as it
-/// is after the copy (a write to it during the copy shows there) and the copy's.
-fn copy_file(from: &Path, to: &Path) -> io::Result<(rustix::fs::Stat, rustix::fs::Stat)> {
-    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-    let source = fs::File::open(from)?;
-    let meta = source.metadata()?;
-    let mode = meta.permissions().mode() & 0o7777;
-    let target = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(to)?;
-    if umask().is_none_or(|mask| mode & mask != 0) {
-        target.set_permissions(meta.permissions())?;
+/// Copies the regular file `name` of the folder `from` to the new file `name` of `to` with its
+/// permission bits, as `std::fs::copy` does, in fewer calls: the target is created with its
+/// mode (so it needs no `fchmod` unless the umask took bits away) and its length is known, so
+/// the copy ends without a last call to find the end. A fixture copy is a few of these per file,
+/// hundreds per cell on the larger fixtures. The copy gets the source's modification time;
+/// returns the source's stat as it is after the copy (a write to it during the copy shows
+/// there) and the copy's. `bytes` is how the bytes move ([`Bytes`]), changed to `sendfile` when
+/// the file systems refuse `copy_file_range` between them.
+fn copy_file(
+    from: BorrowedFd<'_>,
+    to: impl AsFd,
+    name: &std::ffi::CStr,
+    bytes: &mut Bytes,
+) -> io::Result<(rustix::fs::Stat, rustix::fs::Stat)> {
+    let source = rustix::fs::openat(from, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let meta = rustix::fs::fstat(&source)?;
+    let mode = Mode::from_raw_mode(meta.st_mode) & Mode::from_bits_truncate(0o7777);
+    let target = rustix::fs::openat(to, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC, mode)?;
+    if umask().is_none_or(|mask| mode.bits() & mask != 0) {
+        rustix::fs::fchmod(&target, mode)?;
     }
-    let mut left = meta.len();
+    let len = meta.st_size.max(0) as u64;
+    let mut left = len;
     while left > 0 {
-        match rustix::fs::copy_file_range(&source, None, &target, None, left.min(1 << 30) as usize) {
+        let chunk = left.min(1 << 30) as usize;
+        let moved = match *bytes {
+            Bytes::CopyRange => rustix::fs::copy_file_range(&source, None, &target, None, chunk),
+            Bytes::Sendfile => rustix::fs::sendfile(&target, &source, None, chunk),
+        };
+        match moved {
             Ok(0) => break, // the file shrank since its length was read: what is there is copied
             Ok(n) => left -= n as u64,
-            // A file system or kernel that cannot: the plain way, for this file.
-            Err(rustix::io::Errno::XDEV | rustix::io::Errno::NOSYS | rustix::io::Errno::INVAL) => {
-                let (mut source, mut target) = (&source, &target);
-                std::io::Seek::seek(&mut source, std::io::SeekFrom::Start(meta.len() - left))?;
-                std::io::Seek::seek(&mut target, std::io::SeekFrom::Start(meta.len() - left))?;
+            // Two file systems that will not: `sendfile` from here on, for this copy and the
+            // process's later copies between them.
+            Err(rustix::io::Errno::XDEV) if *bytes == Bytes::CopyRange => *bytes = Bytes::Sendfile,
+            // A file system or kernel that cannot: the plain way, for this file. (Both calls
+            // move nothing before they fail, and advance both files' offsets as they copy.)
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::INVAL | rustix::io::Errno::XDEV) => {
+                let (mut source, mut target) = (fs::File::from(source), fs::File::from(target));
                 std::io::copy(&mut source, &mut target)?;
-                break;
+                return finish_copy(source.into(), target.into(), &meta);
             }
             Err(e) => return Err(e.into()),
         }
     }
-    target.set_modified(meta.modified()?)?;
+    finish_copy(source, target, &meta)
+}
+
+/// Gives the copy `target` the modification time of `meta` (its source's), and returns the
+/// source's stat and the copy's, both taken now.
+fn finish_copy(
+    source: OwnedFd,
+    target: OwnedFd,
+    meta: &rustix::fs::Stat,
+) -> io::Result<(rustix::fs::Stat, rustix::fs::Stat)> {
+    rustix::fs::futimens(&target, &mtime_of(meta))?;
     Ok((rustix::fs::fstat(&source)?, rustix::fs::fstat(&target)?))
 }
 
@@ -391,10 +484,56 @@ mod tests {
         // The file systems answered once for the process: a later copy between them starts
         // from that answer, and copies the same.
         let devices = (rustix::fs::stat(&fixture).unwrap().st_dev, rustix::fs::stat(&ws).unwrap().st_dev);
-        assert!(Reflink::known(devices) != Reflink::Untried, "the answer is kept");
+        assert!(Ways::known(devices).reflink != Reflink::Untried, "the answer is kept");
         let again = fresh(&fixture, &root.path().join("ws2"), &root.path().join("ws2")).unwrap();
         assert_eq!(fs::read(again.join("big.bin")).unwrap(), big);
         assert_eq!(mode(&again, "run.sh"), 0o751);
         assert_eq!(take_copied(&again).expect("the second copy's facts").files.len(), 3);
+    }
+
+    /// A fixture on one file system copied to another that refuses `copy_file_range` between
+    /// them (a disk to a tmpfs: EXDEV) is copied with `sendfile`, asked once for the process,
+    /// and every file keeps its bytes, mode and modification time, as does every folder.
+    #[test]
+    fn a_copy_between_two_file_systems_keeps_everything() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let disk = tempfile::tempdir().unwrap();
+        let Ok(shm) = tempfile::tempdir_in("/dev/shm") else { return };
+        let dev = |p: &Path| rustix::fs::stat(p).unwrap().st_dev;
+        if dev(disk.path()) == dev(shm.path()) {
+            return; // one file system here: the other test covers it
+        }
+        let fixture = disk.path().join("fx");
+        fs::create_dir_all(fixture.join("pkg/sub")).unwrap();
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        fs::write(fixture.join("pkg/sub/big.bin"), &big).unwrap();
+        fs::write(fixture.join("pkg/a.py"), "x = 1\n").unwrap();
+        fs::write(fixture.join("empty"), "").unwrap();
+        fs::set_permissions(fixture.join("pkg/a.py"), fs::Permissions::from_mode(0o751)).unwrap();
+        std::os::unix::fs::symlink("pkg/a.py", fixture.join("link.py")).unwrap();
+        for round in 0..2 {
+            let ws = fresh(&fixture, &shm.path().join(format!("ws{round}")), &shm.path().join(format!("ws{round}")))
+                .unwrap();
+            assert_eq!(fs::read(ws.join("pkg/sub/big.bin")).unwrap(), big);
+            assert_eq!(fs::read_to_string(ws.join("pkg/a.py")).unwrap(), "x = 1\n");
+            assert_eq!(fs::read(ws.join("empty")).unwrap(), b"");
+            assert_eq!(fs::metadata(ws.join("pkg/a.py")).unwrap().permissions().mode() & 0o7777, 0o751);
+            assert_eq!(fs::read_link(ws.join("link.py")).unwrap(), Path::new("pkg/a.py"));
+            for p in ["", "pkg", "pkg/sub", "pkg/a.py", "pkg/sub/big.bin", "empty"] {
+                let mtime = |dir: &Path| fs::symlink_metadata(dir.join(p)).unwrap().modified().unwrap();
+                assert_eq!(mtime(&ws), mtime(&fixture), "`{p}` keeps its modification time (round {round})");
+            }
+            let copied = take_copied(&ws).expect("the copy's facts");
+            assert_eq!((copied.files.len(), copied.folders.len(), copied.symlinks.len()), (3, 3, 1));
+            let file = &copied.files["pkg/sub/big.bin"];
+            assert_eq!(file.source, fixture.join("pkg/sub/big.bin"));
+            assert_eq!(file.stat.st_ino, rustix::fs::lstat(ws.join("pkg/sub/big.bin")).unwrap().st_ino);
+            assert_eq!(copied.folders["pkg"].stat.st_ino, rustix::fs::lstat(ws.join("pkg")).unwrap().st_ino);
+            let mut names = copied.folders[""].names.clone();
+            names.sort();
+            assert_eq!(names, ["empty", "link.py", "pkg"]);
+        }
+        let ways = Ways::known((dev(&fixture), dev(shm.path())));
+        assert!(ways.reflink == Reflink::Unsupported && ways.bytes == Bytes::Sendfile, "the answers are kept");
     }
 }
