@@ -240,6 +240,17 @@ impl Stamp {
         }
     }
 
+    /// The stamp of a `rustix` stat (as [`Stamp::of`] takes it from std's metadata).
+    pub fn of_stat(st: &rustix::fs::Stat) -> Stamp {
+        Stamp {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime: (st.st_mtime, i64::try_from(st.st_mtime_nsec).unwrap_or(0)),
+            ctime: (st.st_ctime, i64::try_from(st.st_ctime_nsec).unwrap_or(0)),
+        }
+    }
+
     /// Whether the last change was [`Stamp::SETTLED`] before `now`.
     pub fn settled(&self, now: SystemTime) -> bool {
         let changed = SystemTime::UNIX_EPOCH

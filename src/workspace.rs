@@ -24,7 +24,9 @@ use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use std::sync::Mutex;
+
+use crate::util::Stamp;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 #[derive(Debug, thiserror::Error)]
@@ -62,14 +64,23 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
         rustix::fs::stat(fixture).map_err(io::Error::from).map_err(wrap)?.st_dev,
         rustix::fs::stat(dest).map_err(io::Error::from).map_err(wrap)?.st_dev,
     );
+    let mut listing = CopyListing {
+        fixture: copied.fixture.clone(),
+        started: copied.started,
+        plain: true,
+        folders: HashMap::new(),
+        files: HashMap::new(),
+    };
     let mut ways = Ways::known(devices);
     let dirs = open_dir(rustix::fs::CWD, fixture)
         .and_then(|src| Ok((src, open_dir(rustix::fs::CWD, dest)?)))
         .map_err(io::Error::from)
         .map_err(wrap)?;
-    copy_tree((fixture, dest), dirs, &mut ways, "", &mut copied).map_err(wrap)?;
+    copy_tree((fixture, dest), dirs, &mut ways, "", (&mut copied, &mut listing)).map_err(wrap)?;
     ways.remember(devices);
     let dest = dest.canonicalize().map_err(wrap)?;
+    listing.plain &= copied.names_utf8;
+    keep_listing(&dest, listing);
     keep_copied(&dest, copied);
     if link != dest
         && let Some(target) = link_target(&dest, link).map_err(wrap)?
@@ -185,6 +196,62 @@ impl Ways {
     }
 }
 
+/// What one [`fresh`] copy made, as the tools' searches list it (src/agent/tools.rs): every
+/// folder with its entries in the order a walk lists them, and every file, each with the
+/// copy's stamp once it was made and its fixture entry's stamp after it was copied (the
+/// [`Stamp`]s of [`Copied`]'s stats). Kept per workspace for the cell's life, unlike
+/// [`Copied`], which the checkpoint takes at the cell's start: a search compares a folder's
+/// `lstat` with its copy's stamp and, when equal (any entry added, removed or renamed since
+/// moves the folder's modification time off its fixture folder's, which the copy gave it), lists
+/// the copy's entries without reading the folder.
+pub struct CopyListing {
+    /// The fixture copied (as the caller named it).
+    pub fixture: PathBuf,
+    /// When the copy began.
+    pub started: SystemTime,
+    /// False when the copy made a name a walk takes ignore rules from (`.gitignore`, `.ignore`,
+    /// `.git`) or a name that is not UTF-8: a search of it then walks.
+    pub plain: bool,
+    pub folders: HashMap<String, ListedFolder>,
+    /// Every regular file: (the copy's stamp, its fixture file's stamp).
+    pub files: HashMap<String, (Stamp, Stamp)>,
+}
+
+/// A folder of a [`CopyListing`].
+pub struct ListedFolder {
+    /// The copy's stamp once filled and given its fixture folder's modification time, and that
+    /// folder's stamp after its entries were copied.
+    pub stamps: (Stamp, Stamp),
+    /// Its entries, sorted by name.
+    pub entries: Vec<(String, Made)>,
+}
+
+/// What a copy made of an entry.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Made {
+    File,
+    Folder,
+    Symlink,
+}
+
+/// The listings of the last copies, by canonical workspace path. Bounded as [`COPIED`] is.
+static LISTINGS: Mutex<Vec<(PathBuf, Arc<CopyListing>)>> = Mutex::new(Vec::new());
+
+fn keep_listing(dest: &Path, listing: CopyListing) {
+    let mut all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(ws, _)| ws != dest);
+    if all.len() >= COPIED_KEPT {
+        all.clear();
+    }
+    all.push((dest.to_path_buf(), Arc::new(listing)));
+}
+
+/// What the last [`fresh`] copy into the workspace `ws` (canonical) made, as a search lists it.
+pub fn copy_listing(ws: &Path) -> Option<Arc<CopyListing>> {
+    let all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter().find(|(dest, _)| dest == ws).map(|(_, l)| l.clone())
+}
+
 /// What one [`fresh`] copy made, for the workspace's first digests, which are taken from it
 /// rather than by a walk of the copy (src/agent/checkpoint.rs): every folder, regular file and
 /// symlink it made, by workspace path (`/`-separated, lossy as the digests name paths; "" is
@@ -259,9 +326,10 @@ fn copy_tree(
     (src_fd, dst_fd): (OwnedFd, OwnedFd),
     ways: &mut Ways,
     rel: &str,
-    copied: &mut Copied,
+    (copied, listing): (&mut Copied, &mut CopyListing),
 ) -> io::Result<()> {
     let mut names = Vec::new();
+    let mut entries_made = Vec::new();
     let mut entries = rustix::fs::Dir::new(src_fd)?;
     loop {
         let entry = match entries.read() {
@@ -275,6 +343,8 @@ fn copy_tree(
         let src_dir = entries.fd()?;
         let name = OsStr::from_bytes(cname.to_bytes()).to_os_string();
         copied.names_utf8 &= name.to_str().is_some();
+        // The names a search's walk reads rules from (src/agent/tools.rs).
+        listing.plain &= !matches!(cname.to_bytes(), b".gitignore" | b".ignore" | b".git");
         let ty = match entry.file_type() {
             FileType::Unknown => {
                 FileType::from_raw_mode(rustix::fs::statat(src_dir, cname, AtFlags::SYMLINK_NOFOLLOW)?.st_mode)
@@ -291,11 +361,13 @@ fn copy_tree(
                     PathBuf::from(OsString::from_vec(rustix::fs::readlinkat(src_dir, cname, Vec::new())?.into_bytes()));
                 rustix::fs::symlinkat(&target, &dst_fd, cname)?;
                 copied.symlinks.insert(path, target);
+                entries_made.push((name.to_string_lossy().into_owned(), Made::Symlink));
             }
             FileType::Directory => {
                 rustix::fs::mkdirat(&dst_fd, cname, Mode::from_raw_mode(0o777))?;
                 let dirs = (open_dir(src_dir, cname)?, open_dir(&dst_fd, cname)?);
-                copy_tree((&src.join(&name), &dst.join(&name)), dirs, ways, &path, copied)?;
+                copy_tree((&src.join(&name), &dst.join(&name)), dirs, ways, &path, (&mut *copied, &mut *listing))?;
+                entries_made.push((name.to_string_lossy().into_owned(), Made::Folder));
             }
             FileType::RegularFile => {
                 let from = src.join(&name);
@@ -316,7 +388,10 @@ fn copy_tree(
                     let stat = rustix::fs::statat(&dst_fd, cname, AtFlags::SYMLINK_NOFOLLOW)?;
                     CopiedFile { source: from, source_stat, stat }
                 };
+                let stamps = (Stamp::of_stat(&file.stat), Stamp::of_stat(&file.source_stat));
+                listing.files.insert(path.clone(), stamps);
                 copied.files.insert(path, file);
+                entries_made.push((name.to_string_lossy().into_owned(), Made::File));
             }
             // Sockets, fifos and devices are not copied.
             _ => continue,
@@ -329,6 +404,10 @@ fn copy_tree(
     let source_stat = rustix::fs::fstat(entries.fd()?)?;
     rustix::fs::futimens(&dst_fd, &mtime_of(&source_stat))?;
     let stat = rustix::fs::fstat(&dst_fd)?;
+    // In the order a search's walk lists them (by name, as bytes).
+    entries_made.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let stamps = (Stamp::of_stat(&stat), Stamp::of_stat(&source_stat));
+    listing.folders.insert(rel.to_string(), ListedFolder { stamps, entries: entries_made });
     copied.folders.insert(rel.to_string(), CopiedFolder { names, source_stat, stat });
     Ok(())
 }

@@ -201,27 +201,42 @@ fn search_code_at(
     // Opened once for the walk: each file is then opened beneath it, checked like read_file.
     let opened_root = paths::Root::open(root);
     let mut cache = search_cache::Files::of(root, now);
-    'walk: for entry in walker(&dir, None).flatten() {
+    // What the copy made, while the workspace is as it made it: the files to search are listed
+    // from it, and an unchanged copy's bytes are its fixture file's (`as_copied`).
+    let copy = as_copied::Copy::of(root);
+    let listed = copy.as_ref().and_then(|c| c.files_below(&rel(root, &dir)));
+    let files: Box<dyn Iterator<Item = (String, PathBuf)>> = match listed {
+        Some(files) => Box::new(files.into_iter().map(|relpath| {
+            let path = root.join(&relpath);
+            (relpath, path)
+        })),
         // The walker's type is the entry's own (lstat): symlinks, fifos, sockets and devices
         // are skipped here, before anything is opened.
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let relpath = rel(root, entry.path());
+        None => Box::new(
+            walker(&dir, None)
+                .flatten()
+                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                .map(|e| (rel(root, e.path()), e.into_path())),
+        ),
+    };
+    'walk: for (relpath, path) in files {
+        let name = path.file_name().unwrap_or_default();
         if let Some(g) = &glob
-            && !g.is_match(entry.file_name())
+            && !g.is_match(name)
             && !g.is_match(&relpath)
         {
             continue;
         }
-        if is_secret_name(&entry.file_name().to_string_lossy()) {
+        if is_secret_name(&name.to_string_lossy()) {
             continue;
         }
-        // The bytes an earlier search read from this very file, if it has not changed since
+        // A file as the copy made it: its fixture file's bytes (`as_copied`). Else the bytes an
+        // earlier search read from this very file, if it has not changed since
         // (`search_cache`); else the file opened beneath the root and checked like read_file:
         // a hard link to a file outside, or a file swapped for a fifo since the walk saw it, is
         // refused, not searched.
-        let bytes = match cache.get(&relpath, entry.path()) {
+        let copied = copy.as_ref().and_then(|c| c.bytes(&relpath));
+        let bytes = match copied.or_else(|| cache.get(&relpath, &path)) {
             Some(bytes) => bytes,
             None => match opened_root.as_ref().map(|r| r.open_walked(&relpath, Access::Read)) {
                 Ok(Ok(file)) => match cache.read(&relpath, file) {
@@ -430,6 +445,175 @@ mod search_cache {
     }
 }
 
+/// A search of a workspace as its copy made it ([`crate::workspace::CopyListing`]).
+///
+/// A cell's first search comes before anything has changed its fresh copy, and most of a later
+/// search's files are still as copied; yet a walk lists every folder again (and looks for four
+/// ignore files in each, by path), and every file is opened under the tools' checks (an
+/// `openat2`, the reopen through /proc, three `fstat`s) before it is read. What the copy made
+/// answers both, after one `lstat` of each folder and file:
+///
+/// - **The listing.** A folder whose `lstat` is its copy's stamp has the entries the copy made:
+///   adding, removing or renaming an entry moves its modification time, which the copy set to
+///   its fixture folder's, settled before the copy began, and a `chmod` or a folder swapped for
+///   another moves its change time or inode. When the copy made no name a walk takes rules
+///   from (`.gitignore`, `.ignore`, `.git`) and no folder above the workspace has one, the walk
+///   ignores nothing, and lists the entries of every folder by name, depth first, entering
+///   folders and not symlinks: that order is read from the copy's listing. One folder that is
+///   not as copied, or a rule file anywhere, and the search walks, as before.
+/// - **The bytes.** A file whose `lstat` is its copy's stamp (still a regular file with one
+///   link) holds what the copy wrote, its fixture file's bytes: a write moves the modification
+///   time the copy set to its fixture file's. Those are read from the fixture file, opened
+///   without following a last symlink and checked to be the file whose stamp the copy took
+///   (settled before the copy began), and kept for the process ([`FIXTURE_BYTES`]), so later
+///   cells of the fixture read none. A file changed since the copy is read from the workspace
+///   under the checks, as before.
+///
+/// The one change this cannot see is git's "racy" one, as the checkpoint's first digests
+/// cannot (src/agent/checkpoint.rs): a write that also sets the modification time back to its
+/// fixture's, within the clock tick of the copy's last change of the entry.
+mod as_copied {
+    use std::collections::HashMap;
+    use std::io::Read as _;
+    use std::os::fd::OwnedFd;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+    use crate::agent::paths::has_secret_component;
+    use crate::util::Stamp;
+    use crate::workspace::{CopyListing, Made};
+
+    /// Bytes of fixture files kept for the process, by path, with the stamp they were read at.
+    #[allow(clippy::type_complexity)]
+    static FIXTURE_BYTES: std::sync::LazyLock<Mutex<(HashMap<PathBuf, (Stamp, Arc<[u8]>)>, usize)>> =
+        std::sync::LazyLock::new(|| Mutex::new((HashMap::new(), 0)));
+    /// The most bytes kept: past it the process starts over.
+    const MAX_BYTES: usize = 32 << 20;
+
+    /// The copy of one workspace, opened for a search.
+    pub(super) struct Copy {
+        listing: Arc<CopyListing>,
+        root: OwnedFd,
+        root_path: PathBuf,
+    }
+
+    impl Copy {
+        /// The copy that made the workspace at `root` (canonical), if this process made it.
+        pub(super) fn of(root: &Path) -> Option<Copy> {
+            #[cfg(test)]
+            if super::tests::WALK_ONLY.get() {
+                return None;
+            }
+            let listing = crate::workspace::copy_listing(root)?;
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(root, flags, Mode::empty()).ok()?;
+            Some(Copy { listing, root: fd, root_path: root.to_path_buf() })
+        }
+
+        /// The entry `rel` stated without following a last symlink, if it is the one the copy
+        /// made and unchanged since: its stamp is `copy`, and its fixture entry's stamp,
+        /// `source`, had settled before the copy began.
+        fn as_made(&self, rel: &str, (copy, source): &(Stamp, Stamp), ty: FileType) -> bool {
+            let path = if rel.is_empty() { "." } else { rel };
+            let Ok(st) = rustix::fs::statat(&self.root, path, AtFlags::SYMLINK_NOFOLLOW) else { return false };
+            FileType::from_raw_mode(st.st_mode) == ty
+                && (ty != FileType::RegularFile || st.st_nlink == 1)
+                && Stamp::of_stat(&st) == *copy
+                && source.settled(self.listing.started)
+        }
+
+        /// The regular files a walk of the folder `dir` (its workspace path) yields, in its
+        /// order, when the copy says (see the module's doc); None when the search must walk.
+        pub(super) fn files_below(&self, dir: &str) -> Option<Vec<String>> {
+            if !self.listing.plain || !self.no_rules_above() {
+                return None;
+            }
+            // The folders above `dir` in the workspace: their rule files count too.
+            let mut above = String::new();
+            for part in dir.split('/').filter(|p| !p.is_empty()) {
+                let folder = self.listing.folders.get(&above)?;
+                if !self.as_made(&above, &folder.stamps, FileType::Directory) {
+                    return None;
+                }
+                above = if above.is_empty() { part.to_string() } else { format!("{above}/{part}") };
+            }
+            let mut files = Vec::new();
+            self.list(dir, &mut files)?;
+            #[cfg(test)]
+            super::tests::LISTED.set(super::tests::LISTED.get() + 1);
+            Some(files)
+        }
+
+        fn list(&self, dir: &str, files: &mut Vec<String>) -> Option<()> {
+            let folder = self.listing.folders.get(dir)?;
+            if !self.as_made(dir, &folder.stamps, FileType::Directory) {
+                return None;
+            }
+            for (name, made) in &folder.entries {
+                let rel = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+                match made {
+                    Made::File => files.push(rel),
+                    Made::Folder => self.list(&rel, files)?,
+                    Made::Symlink => {}
+                }
+            }
+            Some(())
+        }
+
+        /// Whether no folder above the workspace has a file the walk takes rules from (the
+        /// walk reads those of every folder above the one it starts from).
+        fn no_rules_above(&self) -> bool {
+            self.root_path.ancestors().skip(1).all(|folder| {
+                [".gitignore", ".ignore", ".git"].iter().all(|name| {
+                    matches!(
+                        rustix::fs::statat(rustix::fs::CWD, folder.join(name), AtFlags::empty()),
+                        Err(rustix::io::Errno::NOENT)
+                    )
+                })
+            })
+        }
+
+        /// The bytes of the file `rel` if it is as the copy made it: its fixture file's.
+        pub(super) fn bytes(&self, rel: &str) -> Option<Arc<[u8]>> {
+            let stamps = self.listing.files.get(rel)?;
+            // A name the checks refuse is refused by them, as before.
+            if has_secret_component(rel) || !self.as_made(rel, stamps, FileType::RegularFile) {
+                return None;
+            }
+            let source = self.listing.fixture.join(rel);
+            let kept = FIXTURE_BYTES.lock().unwrap_or_else(|p| p.into_inner());
+            #[cfg(test)]
+            super::tests::FROM_FIXTURE.set(super::tests::FROM_FIXTURE.get() + 1);
+            if let Some((stamp, bytes)) = kept.0.get(&source)
+                && stamp == &stamps.1
+            {
+                return Some(bytes.clone());
+            }
+            drop(kept);
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(&source, flags, Mode::empty()).ok()?;
+            let st = rustix::fs::fstat(&fd).ok()?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || Stamp::of_stat(&st) != stamps.1 {
+                return None;
+            }
+            let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0).saturating_add(1));
+            std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes).ok()?;
+            let bytes: Arc<[u8]> = bytes.into();
+            let mut kept = FIXTURE_BYTES.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.1 + bytes.len() > MAX_BYTES {
+                *kept = (HashMap::new(), 0);
+            }
+            kept.1 += bytes.len();
+            if let Some((_, old)) = kept.0.insert(source, (stamps.1, bytes.clone())) {
+                kept.1 -= old.len();
+            }
+            Some(bytes)
+        }
+    }
+}
+
 /// The ranked map of the workspace under `path`. The index is built afresh on every call: the
 /// agent edits files between calls, and a build takes milliseconds on a case's workspace.
 fn repo_map(root: &Path, path: &str, query: &str) -> ToolOutput {
@@ -631,6 +815,115 @@ mod tests {
         assert!(search.text.contains(&format!("[not searched: {refusal}]")), "{}", search.text);
         let map = repo_map(&root, ".", "outside_only_symbol");
         assert!(map.ok && !map.text.contains("outside_only_symbol"), "{}", map.text);
+    }
+
+    thread_local! {
+        /// Makes this thread's searches walk and open every file, as they did before the
+        /// copy's listing was used (the reference the tests compare with).
+        pub(super) static WALK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// Searches of this thread listed from the copy, and files whose bytes came from the
+        /// fixture (counted when the copy's stamp matched).
+        pub(super) static LISTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        pub(super) static FROM_FIXTURE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A fixture of nested folders, a symlink, a secret and a file in a folder with a secret
+    /// name, copied fresh into a workspace once it has settled (its last change two seconds
+    /// before the copy began). Returns (guard, fixture, workspace).
+    fn copied_fixture(with_gitignore: bool) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let fx = d.path().canonicalize().unwrap().join("fx");
+        for dir in ["pkg/sub/deep", "pkg/empty", "docs", "keys.pem"] {
+            std::fs::create_dir_all(fx.join(dir)).unwrap();
+        }
+        let files = [
+            ("README.md", "x = 0 in the readme\n"),
+            ("pkg/a.py", "x = 1\ny = 2\n"),
+            ("pkg/b.py", "def f():\n    return x\n"),
+            ("pkg/sub/c.py", "x = 3\n"),
+            ("pkg/sub/deep/d.py", "# x = 4\n"),
+            ("docs/x.txt", "x marks\n"),
+            ("keys.pem/inner.py", "x = 'hidden'\n"),
+            (".env", "x=secret\n"),
+        ];
+        for (path, text) in files {
+            std::fs::write(fx.join(path), text).unwrap();
+        }
+        if with_gitignore {
+            std::fs::write(fx.join(".gitignore"), "docs/\n").unwrap();
+        }
+        std::os::unix::fs::symlink("pkg", fx.join("linked")).unwrap();
+        std::thread::sleep(crate::util::Stamp::SETTLED + std::time::Duration::from_millis(100));
+        let ws = d.path().join("runs/ws");
+        let ws = crate::workspace::fresh(&fx, &ws, &ws).unwrap();
+        (d, fx, ws)
+    }
+
+    /// The search's output, which must be the walk's (the searches before the copy's listing).
+    fn search_both(root: &Path, pattern: &str, path: &str, glob: Option<&str>) -> String {
+        let listed = search_code(root, pattern, path, glob).text;
+        WALK_ONLY.set(true);
+        let walked = search_code(root, pattern, path, glob).text;
+        WALK_ONLY.set(false);
+        assert_eq!(listed, walked, "search `{pattern}` in `{path}`");
+        listed
+    }
+
+    /// A fresh copy is searched from its listing and its fixture's bytes, with the walk's
+    /// output; every change to it is seen: a write, a new file, a removed one, a file in an
+    /// ignored folder, a new `.gitignore`, a folder of rules above the workspace.
+    #[test]
+    fn a_search_of_a_copy_finds_what_a_walk_finds_before_and_after_every_change() {
+        let (_g, _fx, ws) = copied_fixture(false);
+        let counts = || (LISTED.get(), FROM_FIXTURE.get());
+        let all = "README.md:1: x = 0 in the readme\ndocs/x.txt:1: x marks\npkg/a.py:1: x = 1\n\
+                   pkg/b.py:2:     return x\npkg/sub/c.py:1: x = 3\npkg/sub/deep/d.py:1: # x = 4\n";
+        assert_eq!(search_both(&ws, "x", ".", None), all);
+        assert_eq!(counts(), (1, 6), "listed from the copy, every file's bytes from the fixture");
+        assert_eq!(search_both(&ws, "x", "pkg/sub", None), "pkg/sub/c.py:1: x = 3\npkg/sub/deep/d.py:1: # x = 4\n");
+        assert_eq!(search_both(&ws, "x", "linked", None), search_both(&ws, "x", "pkg", None));
+        assert_eq!(search_both(&ws, "x", ".", Some("*.py")).lines().count(), 4);
+        assert_eq!(counts().0, 5);
+
+        // A write of the same size: still listed from the copy; that file is read from the workspace.
+        assert!(edit_file(&ws, "pkg/a.py", "x = 1", "x = 9").ok);
+        let before = counts().1;
+        assert!(search_both(&ws, "x", ".", None).contains("pkg/a.py:1: x = 9\n"));
+        assert_eq!(counts(), (6, before + 5));
+        // A new file and a removed one: their folders are walked.
+        assert!(write_file(&ws, "pkg/sub/new.py", "x = 5\n", false).ok);
+        std::fs::remove_file(ws.join("pkg/b.py")).unwrap();
+        let out = search_both(&ws, "x", ".", None);
+        assert!(out.contains("pkg/sub/new.py:1: x = 5\n") && !out.contains("pkg/b.py"), "{out}");
+        assert_eq!(counts().0, 6, "walked");
+        // A new .gitignore: the walk's rules hold.
+        std::fs::write(ws.join(".gitignore"), "pkg/sub/\n").unwrap();
+        let out = search_both(&ws, "x", ".", None);
+        assert!(!out.contains("pkg/sub/") && out.contains("pkg/a.py"), "{out}");
+        // A folder emptied and filled again within the same second keeps nothing stale.
+        std::fs::remove_file(ws.join(".gitignore")).unwrap();
+        std::fs::rename(ws.join("docs/x.txt"), ws.join("docs/y.txt")).unwrap();
+        assert!(search_both(&ws, "x", ".", None).contains("docs/y.txt:1: x marks\n"));
+    }
+
+    /// Rule files the copy made, or one in a folder above the workspace, make the search walk
+    /// (files added to an ignored folder stay unsearched); unchanged files' bytes still come
+    /// from the fixture.
+    #[test]
+    fn rules_in_or_above_a_copy_are_the_walks_to_apply() {
+        let (_g, fx, ws) = copied_fixture(true);
+        let out = search_both(&ws, "x", ".", None);
+        assert!(!out.contains("docs/") && out.contains("pkg/a.py:1: x = 1\n"), "{out}");
+        assert_eq!((LISTED.get(), FROM_FIXTURE.get() > 0), (0, true));
+        std::fs::write(ws.join("docs/more.py"), "x = 7\n").unwrap();
+        assert!(!search_both(&ws, "x", ".", None).contains("docs/"));
+
+        let (_g2, _fx2, ws2) = copied_fixture(false);
+        std::fs::write(ws2.parent().unwrap().join(".gitignore"), "*.py\n").unwrap();
+        let out = search_both(&ws2, "x", ".", None);
+        assert_eq!(out, "README.md:1: x = 0 in the readme\ndocs/x.txt:1: x marks\n");
+        assert_eq!(LISTED.get(), 0);
+        drop(fx);
     }
 
     /// A later search reads the bytes it kept of files that did not change, and sees every
