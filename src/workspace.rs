@@ -13,7 +13,10 @@
 //! modification time (as `cp -p` does): a later write always moves it, whatever the file
 //! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
 //! (src/agent/checkpoint.rs). What a copy made is kept for the first digests of the workspace
-//! ([`take_copied`]).
+//! ([`take_copied`]), and, as a listing with each entry's stamp, for the tools' searches
+//! ([`copy_listing`]). The copy names every entry from its open folder (`openat`, `mkdirat`,
+//! ...), not by its whole path, and moves a file's bytes in the kernel (`copy_file_range`, or
+//! `sendfile` between two file systems that refuse it, asked once per process).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
