@@ -237,14 +237,16 @@ pub enum Made {
     Symlink,
 }
 
-/// The listings of the last copies, by canonical workspace path. Bounded as [`COPIED`] is.
+/// The listings of the last copies, by canonical workspace path, the newest last. Bounded: the
+/// oldest is dropped first, so a process's memory does not grow with its cells, and the cells
+/// still running (as many as `--jobs`) keep theirs. A search of a workspace without one walks.
 static LISTINGS: Mutex<Vec<(PathBuf, Arc<CopyListing>)>> = Mutex::new(Vec::new());
 
 fn keep_listing(dest: &Path, listing: CopyListing) {
     let mut all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|(ws, _)| ws != dest);
     if all.len() >= COPIED_KEPT {
-        all.clear();
+        all.remove(0);
     }
     all.push((dest.to_path_buf(), Arc::new(listing)));
 }
