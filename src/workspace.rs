@@ -213,10 +213,12 @@ pub struct CopyListing {
     /// When the copy began.
     pub started: SystemTime,
     /// False when the copy made a name a walk takes ignore rules from (`.gitignore`, `.ignore`,
-    /// `.git`) or a name that is not UTF-8: a search of it then walks.
+    /// `.git`) or a name that is not UTF-8, or a folder that did not keep its fixture folder's
+    /// modification time: a search of it then walks.
     pub plain: bool,
     pub folders: HashMap<String, ListedFolder>,
-    /// Every regular file: (the copy's stamp, its fixture file's stamp).
+    /// Every regular file that kept its fixture file's modification time: (the copy's stamp,
+    /// its fixture file's stamp).
     pub files: HashMap<String, (Stamp, Stamp)>,
 }
 
@@ -393,8 +395,12 @@ fn copy_tree(
                     let stat = rustix::fs::statat(&dst_fd, cname, AtFlags::SYMLINK_NOFOLLOW)?;
                     CopiedFile { source: from, source_stat, stat }
                 };
-                let stamps = (Stamp::of_stat(&file.stat), Stamp::of_stat(&file.source_stat));
-                listing.files.insert(path.clone(), stamps);
+                // Only a copy that kept its fixture file's modification time: a later write moves
+                // it off that (settled) time, whatever the clock tick (see `CopyListing`).
+                if same_mtime(&file.stat, &file.source_stat) {
+                    let stamps = (Stamp::of_stat(&file.stat), Stamp::of_stat(&file.source_stat));
+                    listing.files.insert(path.clone(), stamps);
+                }
                 copied.files.insert(path, file);
                 entries_made.push((name.to_string_lossy().into_owned(), Made::File));
             }
@@ -412,9 +418,16 @@ fn copy_tree(
     // In the order a search's walk lists them (by name, as bytes).
     entries_made.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let stamps = (Stamp::of_stat(&stat), Stamp::of_stat(&source_stat));
+    listing.plain &= same_mtime(&stat, &source_stat);
     listing.folders.insert(rel.to_string(), ListedFolder { stamps, entries: entries_made });
     copied.folders.insert(rel.to_string(), CopiedFolder { names, source_stat, stat });
     Ok(())
+}
+
+/// Whether two stats have the same modification time (a file system may not keep the one a copy
+/// sets).
+fn same_mtime(a: &rustix::fs::Stat, b: &rustix::fs::Stat) -> bool {
+    (a.st_mtime, a.st_mtime_nsec) == (b.st_mtime, b.st_mtime_nsec)
 }
 
 /// Timestamps that set the modification time of `like` and leave the access time.
