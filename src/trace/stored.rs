@@ -721,9 +721,11 @@ pub fn settle(writer: &mut PackWriter, run_dir: &Path, cell: &str, cell_dir: &Pa
     Ok(())
 }
 
-/// Removes what a finished cell's folder no longer needs: its `workspace` link when the run's
-/// `workspaces` link reaches the same place, then the folder itself when it is empty.
+/// Removes what a finished cell's folder no longer needs: its retired checkpoints
+/// (`agent::retire_checkpoints`), its `workspace` link when the run's `workspaces` link reaches
+/// the same place, then the folder itself when it is empty.
 pub fn tidy_cell_dir(run_dir: &Path, cell: &str, cell_dir: &Path) {
+    crate::process::remove_folder(&cell_dir.join(crate::agent::RETIRED_CHECKPOINTS));
     let link = cell_dir.join("workspace");
     if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
         let through_run = crate::workspace::of_cell(run_dir, cell).canonicalize().ok();
