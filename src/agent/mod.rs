@@ -1065,3 +1065,31 @@ fn store_output(cell_dir: &Path, name: &str, text: &str) -> io::Result<Option<Ar
     std::fs::write(cell_dir.join(&rel), text)?;
     Ok(Some(Artifact { path: rel, sha256: crate::util::sha256_hex(text.as_bytes()), bytes: text.len() as u64 }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished cell's checkpoints are renamed out of its way; when an earlier attempt's
+    /// retired folder is in the way, they are removed instead; a cell without them is left as
+    /// it is.
+    #[test]
+    fn a_finished_cells_checkpoints_are_retired_or_removed() {
+        let cell = tempfile::tempdir().unwrap();
+        let (folder, retired) = (cell.path().join(checkpoint::DIR), cell.path().join(RETIRED_CHECKPOINTS));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("state-1.json"), "{}").unwrap();
+        retire_checkpoints(cell.path());
+        assert!(!folder.exists());
+        assert_eq!(std::fs::read_to_string(retired.join("state-1.json")).unwrap(), "{}");
+
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("state-2.json"), "{}").unwrap();
+        retire_checkpoints(cell.path());
+        assert!(!folder.exists(), "removed when the retired name is taken");
+        assert!(retired.join("state-1.json").is_file() && !retired.join("state-2.json").exists());
+
+        retire_checkpoints(cell.path());
+        assert!(retired.is_dir(), "nothing to retire: nothing changes");
+    }
+}

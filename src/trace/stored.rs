@@ -1061,4 +1061,25 @@ mod tests {
         let e = RunTraces::scan(run).err().unwrap().to_string();
         assert!(e.contains("cells.pack.index: line 1 is not a pack index header"), "{e}");
     }
+
+    /// A finished cell's retired checkpoints go with its folder, which is removed once empty;
+    /// a folder with artifacts keeps them and stays.
+    #[test]
+    fn tidying_a_cells_folder_removes_its_retired_checkpoints() {
+        let run = tempfile::tempdir().unwrap();
+        let cell = run.path().join("cells").join("bugfix-1");
+        let retired = cell.join(crate::agent::RETIRED_CHECKPOINTS);
+        std::fs::create_dir_all(retired.join("blobs")).unwrap();
+        std::fs::write(retired.join("state-1.json"), "{}").unwrap();
+        std::fs::write(retired.join("blobs").join("ab"), "x").unwrap();
+        tidy_cell_dir(run.path(), "bugfix-1", &cell);
+        assert!(!cell.exists(), "nothing was left in the cell's folder");
+
+        std::fs::create_dir_all(retired.join("blobs")).unwrap();
+        std::fs::create_dir_all(cell.join("artifacts")).unwrap();
+        std::fs::write(cell.join("artifacts").join("step-001-read_file.txt"), "out").unwrap();
+        tidy_cell_dir(run.path(), "bugfix-1", &cell);
+        assert!(!retired.exists());
+        assert!(cell.join("artifacts").join("step-001-read_file.txt").is_file(), "artifacts stay");
+    }
 }
