@@ -396,6 +396,12 @@ fn store_finished(
         }
         Err(e) => {
             tracing::warn!(cell = %cell.cell_id, "cannot store the finished trace of {} in the run's pack: {e}; it stays plain", cell.cell_dir.display());
+            // The cell's folder stays, but not its retired checkpoints (`agent::retire_checkpoints`).
+            let retired = cell.cell_dir.join(crate::agent::RETIRED_CHECKPOINTS);
+            let handle = tokio::task::spawn_blocking(move || crate::process::remove_folder(&retired));
+            let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
+            tidying.retain(|h| !h.is_finished());
+            tidying.push(handle);
         }
     }
 }

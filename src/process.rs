@@ -159,10 +159,14 @@ pub enum Part {
     /// Scoring: the final tests and the verifier with their private folders, less the commands
     /// (and a multi-session cell's feature checks after each session).
     Scoring,
+    /// What the cell does on its own task at its end to remove what it made (its checkpoints'
+    /// rename out of its way), which the cost event adds to the wait for the removals handed to
+    /// the blocking pool.
+    Removals,
 }
 
 impl Part {
-    const COUNT: usize = 7;
+    const COUNT: usize = 8;
 
     fn slot(self) -> usize {
         2 + self as usize
@@ -226,14 +230,14 @@ fn charge(which: usize, since: Instant) {
     let _ = WAIT_CLOCK.try_with(|c| c.0[which].fetch_add(us, Ordering::Relaxed));
 }
 
-/// What a cell is done with but still has to remove: a test run's private folder, a staged
-/// verifier, the cell's sandbox and its checkpoints. Removing a folder that had files in it
-/// waits on the file system's journal (1-7 ms per folder on this machine's ext4, against
-/// 0.01 ms per file, whatever the folder's size), which made the removals the largest part of
-/// a cell's own cost. Within [`Removals::scope`] they run on the blocking pool while the cell
-/// goes on (the runner's folder while the next command runs, for instance), and
-/// [`Removals::finish`] waits for the rest: when the cell's function returns, everything it
-/// made outside its workspace and its trace is gone, as before. A cell that is cancelled
+/// What a cell is done with but still has to remove: a test run's private folder in the cell's
+/// sandbox, a staged verifier, the cell's sandbox. (Its checkpoints' folder is renamed out of
+/// its way at its end and removed by the engine: `agent::retire_checkpoints`.) Removing a
+/// folder that had files in it waits on the file system's journal (1-7 ms per folder on this
+/// machine's ext4, against 0.01 ms per file, whatever the folder's size), which made the
+/// removals the largest part of a cell's own cost. Within [`Removals::scope`] they run on the
+/// blocking pool while the cell goes on, and [`Removals::finish`] waits for the rest: when the
+/// cell's function returns, everything it made outside its workspace and its trace is gone. A cell that is cancelled
 /// leaves its removals running on the pool. Outside a scope a removal happens at once.
 #[derive(Debug, Default)]
 pub struct Removals(std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>);
@@ -267,11 +271,7 @@ impl Removals {
         struct Folder(PathBuf);
         impl Drop for Folder {
             fn drop(&mut self) {
-                if let Err(e) = std::fs::remove_dir_all(&self.0)
-                    && e.kind() != io::ErrorKind::NotFound
-                {
-                    tracing::warn!("cannot remove {}: {e}", self.0.display());
-                }
+                remove_folder(&self.0);
             }
         }
         Removals::drop_later(Folder(path));
@@ -284,6 +284,16 @@ impl Removals {
             // A removal that panicked has nothing left to wait for.
             let _ = handle.await;
         }
+    }
+}
+
+/// Removes the folder `path` and everything in it here, on the caller's thread. A folder that
+/// is not there is no error, and any other failure is a warning.
+pub fn remove_folder(path: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(path)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove {}: {e}", path.display());
     }
 }
 
@@ -565,14 +575,21 @@ fn signal_group(pgid: Option<Pid>, signal: Signal) {
     }
 }
 
+/// Bytes a command's output is read by at a time.
+const READ_CHUNK: usize = 16 * 1024;
+
 async fn read_bounded<R: AsyncRead + Unpin>(stream: Option<R>, limit: usize) -> (Vec<u8>, bool) {
     let Some(mut stream) = stream else { return (Vec::new(), false) };
     let mut out = crate::util::Bounded::default();
-    let mut buf = vec![0u8; 64 * 1024];
+    // Read into spare capacity, never zeroed: a zeroed 64 KiB buffer per stream per command
+    // cost two page-faulting allocations and their memset (2026-11-25: 3% of hcbench's own
+    // CPU over an oracle matrix), for outputs that are mostly a few KiB.
+    let mut buf = Vec::with_capacity(READ_CHUNK);
     loop {
-        match stream.read(&mut buf).await {
+        buf.clear();
+        match stream.read_buf(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => out.push(&buf[..n], limit),
+            Ok(_) => out.push(&buf, limit),
         }
     }
     (out.kept, out.truncated)

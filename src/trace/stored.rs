@@ -721,9 +721,11 @@ pub fn settle(writer: &mut PackWriter, run_dir: &Path, cell: &str, cell_dir: &Pa
     Ok(())
 }
 
-/// Removes what a finished cell's folder no longer needs: its `workspace` link when the run's
-/// `workspaces` link reaches the same place, then the folder itself when it is empty.
+/// Removes what a finished cell's folder no longer needs: its retired checkpoints
+/// (`agent::retire_checkpoints`), its `workspace` link when the run's `workspaces` link reaches
+/// the same place, then the folder itself when it is empty.
 pub fn tidy_cell_dir(run_dir: &Path, cell: &str, cell_dir: &Path) {
+    crate::process::remove_folder(&cell_dir.join(crate::agent::RETIRED_CHECKPOINTS));
     let link = cell_dir.join("workspace");
     if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
         let through_run = crate::workspace::of_cell(run_dir, cell).canonicalize().ok();
@@ -1058,5 +1060,26 @@ mod tests {
         std::fs::write(run.join(pack::INDEX), "not an index\n").unwrap();
         let e = RunTraces::scan(run).err().unwrap().to_string();
         assert!(e.contains("cells.pack.index: line 1 is not a pack index header"), "{e}");
+    }
+
+    /// A finished cell's retired checkpoints go with its folder, which is removed once empty;
+    /// a folder with artifacts keeps them and stays.
+    #[test]
+    fn tidying_a_cells_folder_removes_its_retired_checkpoints() {
+        let run = tempfile::tempdir().unwrap();
+        let cell = run.path().join("cells").join("bugfix-1");
+        let retired = cell.join(crate::agent::RETIRED_CHECKPOINTS);
+        std::fs::create_dir_all(retired.join("blobs")).unwrap();
+        std::fs::write(retired.join("state-1.json"), "{}").unwrap();
+        std::fs::write(retired.join("blobs").join("ab"), "x").unwrap();
+        tidy_cell_dir(run.path(), "bugfix-1", &cell);
+        assert!(!cell.exists(), "nothing was left in the cell's folder");
+
+        std::fs::create_dir_all(retired.join("blobs")).unwrap();
+        std::fs::create_dir_all(cell.join("artifacts")).unwrap();
+        std::fs::write(cell.join("artifacts").join("step-001-read_file.txt"), "out").unwrap();
+        tidy_cell_dir(run.path(), "bugfix-1", &cell);
+        assert!(!retired.exists());
+        assert!(cell.join("artifacts").join("step-001-read_file.txt").is_file(), "artifacts stay");
     }
 }
