@@ -279,7 +279,12 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     // Removed beside the cell's sandbox, each on a thread of the blocking pool: the cell's
     // function waits for both (`run_cell_with`). Only a cell's own sandbox has a folder to
     // remove; any other is dropped here rather than waking a thread of the pool for nothing.
-    crate::process::Removals::remove_later(plan.cell_dir.join(checkpoint::DIR));
+    // A cell that saved no checkpoint (`--checkpoint-interval`) has no folder of them, and
+    // hands no removal to the pool.
+    let checkpoints = plan.cell_dir.join(checkpoint::DIR);
+    if checkpoints.symlink_metadata().is_ok() {
+        crate::process::Removals::remove_later(checkpoints);
+    }
     if sandbox.cell().is_some() {
         crate::process::Removals::drop_later(sandbox);
     }
