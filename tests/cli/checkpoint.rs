@@ -657,3 +657,45 @@ fn a_multi_session_cell_killed_in_a_later_session_resumes_there() {
         assert!(!run_dir.join("cells").join(SESSIONS_CELL).join("checkpoint").exists(), "finished: no checkpoints");
     }
 }
+
+#[test]
+fn a_multi_session_cell_saved_by_interval_resumes_in_the_session_of_its_last_save() {
+    let s = sessions_scratch();
+    let whole_dir = s.path().join("whole");
+    let args = ["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"];
+    Test::new().root(s.path()).args(&args).arg_path(&whole_dir).run().code(0);
+    let whole = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&whole_dir).run().code(0).json())
+        [SESSIONS_CELL]
+        .clone();
+    assert_eq!(whole["outcome"], "passed", "{}", whole["reason"]);
+
+    // Saved at most every half second, killed as session 3's first step ends: the last save
+    // written by then is of an earlier session, and the steps after it (its session's last
+    // ones, the feature checks, session 3's start) are done again.
+    let run_dir = s.path().join("killed");
+    let trace = run_dir.join("cells").join(SESSIONS_CELL).join("trace.jsonl");
+    let mut child = spawn_matrix_with(&s, &run_dir, &["--checkpoint-interval", "500ms"]);
+    kill_once(&mut child, &trace, "step 13", |e| e["kind"] == "state_updated" && e["data"]["step"] == 13);
+    let before = trace_events(&trace);
+    let saved: Vec<u64> =
+        before.iter().filter(|e| e["kind"] == "checkpoint").map(|e| e["step"].as_u64().unwrap()).collect();
+    assert!(!saved.is_empty() && saved.len() < 13, "some steps saved, not all: {saved:?}");
+    let last = *saved.last().unwrap();
+    assert!(last <= 12, "the last save is of session 1 or 2: {saved:?}");
+
+    let out = resume(&s, &run_dir).code(0);
+    assert!(out.stderr.contains(&format!("{SESSIONS_CELL}: continuing after step {last}")), "{}", out.stderr);
+    let ev = trace_events(&trace);
+    let restarted: Vec<u64> = ev[before.len()..]
+        .iter()
+        .filter(|e| e["kind"] == "session_started")
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    let session_of_last = if last <= 5 { 1 } else { 2 };
+    assert_eq!(restarted, (session_of_last + 1..=3).collect::<Vec<_>>(), "resumed after step {last}");
+    let again = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0).json())
+        [SESSIONS_CELL]
+        .clone();
+    assert_eq!(again["resumes"], 1);
+    assert_eq!(session_essentials(&again), session_essentials(&whole), "resumed after step {last}");
+}
