@@ -603,6 +603,20 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_interval_is_a_duration_zero_or_the_default() {
+        use std::time::Duration;
+        assert_eq!(checkpoint_interval(None).unwrap(), Duration::from_secs(1));
+        assert_eq!(checkpoint_interval(Some("0")).unwrap(), Duration::ZERO);
+        assert_eq!(checkpoint_interval(Some(" 250ms ")).unwrap(), Duration::from_millis(250));
+        assert_eq!(checkpoint_interval(Some("2m")).unwrap(), Duration::from_secs(120));
+        for bad in ["5", "soon", "-1s", ""] {
+            let e = checkpoint_interval(Some(bad)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--checkpoint-interval {bad:?}: ")), "{e}");
+            assert!(e.ends_with("or 0 to save a checkpoint after every step"), "{e}");
+        }
+    }
+
+    #[test]
     fn thresholds_default_to_ninety_percent_coverage_and_refuse_percentages() {
         let t = thresholds(&ThresholdArgs::default()).unwrap();
         assert_eq!((t.min_coverage, t.fail_under), (0.9, None));
