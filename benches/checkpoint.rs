@@ -151,9 +151,10 @@ fn main() {
     }
 }
 
-/// A cell of the one case with its own script, in its own run directory.
+/// A cell of the one case with its own script, in its own run directory, saving a checkpoint
+/// after every step (`--checkpoint-interval 0`): what one save costs is what is measured.
 fn plan(bench: &Benchmark, case_id: &str, script: Vec<Action>, dir: &Path) -> CellPlan {
-    let isolation = Isolation::unsandboxed(dir);
+    let isolation = Isolation { checkpoint_interval: Duration::ZERO, ..Isolation::unsandboxed(dir) };
     let run_dir = dir.join("run");
     std::fs::create_dir_all(run_dir.join("cells")).unwrap();
     let profile = Profile::scripted("bench", Script::fixed("bench", script, BTreeMap::new()));

@@ -75,7 +75,7 @@ fn main() {
                 let run_dir = scratch.path().join(format!("cells-{round}-{k}-{arm}"));
                 let isolation = Isolation {
                     sandbox: if arm == 0 { sandbox.clone() } else { Sandbox::None },
-                    workspaces: run_dir.join("workspaces"),
+                    ..Isolation::unsandboxed(&run_dir)
                 };
                 let target = engine::Target { run_id: "bench", run_dir: &run_dir, isolation: &isolation };
                 let cells = engine::plan(target, &bench, std::slice::from_ref(case_id), &profiles[..1], 1, &spec);
@@ -147,7 +147,7 @@ fn main() {
             std::fs::create_dir_all(run_dir.join("cells")).unwrap();
             let isolation = Isolation {
                 sandbox: if arm == 0 { sandbox.clone() } else { Sandbox::None },
-                workspaces: run_dir.join("workspaces"),
+                ..Isolation::unsandboxed(&run_dir)
             };
             let target = engine::Target { run_id: "bench", run_dir: &run_dir, isolation: &isolation };
             let cells = engine::plan(target, &bench, &case_ids, &profiles, 1, &spec);

@@ -129,6 +129,11 @@ pub struct RunArgs {
     /// from their last checkpoint, run the rest (as `hcbench matrix --resume RUN_DIR`).
     #[arg(long, value_name = "RUN_DIR", conflicts_with = "script")]
     pub resume: Option<PathBuf>,
+    /// Wall time from one checkpoint of a cell to the next (`500ms`, `1s`, `2m`): a step is
+    /// saved once this much time has passed since the cell's last save, so a kill redoes at most
+    /// about this and the step in flight. `0` saves after every step [default: 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub checkpoint_interval: Option<String>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -195,6 +200,11 @@ pub struct RunControl {
     /// HCBENCH_SHARD_INDEX/HCBENCH_SHARD_COUNT variables. Join the parts with `hcbench merge`.
     #[arg(long, value_name = "K/N|auto", conflicts_with = "resume")]
     pub shard: Option<String>,
+    /// Wall time from one checkpoint of a cell to the next (`500ms`, `1s`, `2m`): a step is
+    /// saved once this much time has passed since the cell's last save, so a kill redoes at most
+    /// about this and the step in flight. `0` saves after every step [default: 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub checkpoint_interval: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
     /// Print the summary table with every column; by default it fits the terminal (COLUMNS,
@@ -346,6 +356,11 @@ pub struct GateArgs {
     /// Seconds to wait when another gate or record holds the workspace lock (default: fail at once).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub wait: f64,
+    /// Wall time from one checkpoint of a cell to the next (`500ms`, `1s`, `2m`), as for
+    /// `matrix`. The gate does not resume its cells, so a long interval only spares their
+    /// cost. `0` saves after every step [default: 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub checkpoint_interval: Option<String>,
     /// A gate state file a human changed on purpose (e.g. workspace/suite.json): record its current content as legitimate, then run the gate. Repeatable.
     #[arg(long, value_name = "FILE")]
     pub accept_state_change: Vec<String>,

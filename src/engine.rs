@@ -118,6 +118,7 @@ pub fn plan_variants<'a>(
                         spec: spec.clone(),
                         ablation: ablation.clone(),
                         sandbox: isolation.sandbox.clone(),
+                        checkpoint_interval: isolation.checkpoint_interval,
                     }
                 })
             })

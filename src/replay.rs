@@ -99,6 +99,8 @@ pub struct CellSummary {
     #[serde(default = "one")]
     pub epoch: u32,
     pub wall_ms: u64,
+    /// The trace's events, and per kind; `checkpoint` events are in neither (the harness's
+    /// bookkeeping, as many as time allowed: src/agent/checkpoint.rs).
     pub events: u64,
     pub event_counts: Tally<u64>,
     pub metrics: Tally<serde_json::Value>,
@@ -339,8 +341,13 @@ impl SummaryBuilder {
             cell_id: cell_id.to_string(),
             ..Default::default()
         });
-        s.events += 1;
-        self.kind_counts[event.kind as usize] += 1;
+        // A `checkpoint` is the harness's bookkeeping, not the cell's work, and how many a cell
+        // writes depends on time (`--checkpoint-interval`): it is counted in neither `events`
+        // nor `event_counts`, so the summaries of two runs of the same cell agree.
+        if !matches!(event.body, LeanBody::Checkpoint) {
+            s.events += 1;
+            self.kind_counts[event.kind as usize] += 1;
+        }
         match event.body {
             LeanBody::RunStarted(r) => {
                 s.case_id = r.case_id.into();
@@ -1823,13 +1830,14 @@ mod tests {
             duration_ms: 1,
             batch: None,
         };
-        let checkpoint = EventBody::Checkpoint {
-            step: 1,
-            path: "checkpoint/step-0001.json".into(),
+        let checkpoint_at = |step: u32| EventBody::Checkpoint {
+            step,
+            path: format!("checkpoint/step-{step:04}.json"),
             sha256: "0".repeat(64),
             bytes: 10,
             duration_us: 1,
         };
+        let checkpoint = checkpoint_at(1);
         let start = examples(EventKind::RunStarted).remove(0);
         let end = examples(EventKind::RunFinished).remove(0);
         let fold = |bodies: Vec<EventBody>| {
@@ -1880,6 +1888,29 @@ mod tests {
         };
         assert_eq!(same(&resumed), same(&whole), "but for the resume itself, the same summary");
         assert_eq!(resumed.events, whole.events + 1);
+        // How many checkpoints a cell saved depends on time (`--checkpoint-interval`): the same
+        // cell with one more, or none, has the same summary, its event counts included.
+        let more = fold(vec![
+            examples(EventKind::RunStarted).remove(0),
+            action(1),
+            result(1, "a.py"),
+            checkpoint_at(1),
+            action(2),
+            result(2, "b.py"),
+            checkpoint_at(2),
+            examples(EventKind::RunFinished).remove(0),
+        ]);
+        let none = fold(vec![
+            examples(EventKind::RunStarted).remove(0),
+            action(1),
+            result(1, "a.py"),
+            action(2),
+            result(2, "b.py"),
+            examples(EventKind::RunFinished).remove(0),
+        ]);
+        assert_eq!(more, whole);
+        assert_eq!(none, whole);
+        assert!(whole.event_counts.get("checkpoint").is_none(), "{:?}", whole.event_counts);
     }
 
     #[test]
@@ -1914,8 +1945,11 @@ mod tests {
         let lean = replay_trace(&path).unwrap();
         assert_eq!(full_summary(&path), lean, "the fast parser and the full reader agree");
         let exercised: BTreeSet<&str> = lean.event_counts.keys().collect();
-        let table: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        // A checkpoint is counted in no event count (the harness's bookkeeping).
+        let table: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).filter(|k| *k != "checkpoint").collect();
         assert_eq!(exercised, table, "every kind in the table was written and replayed");
+        let counted = written.iter().filter(|e| !matches!(e.body, EventBody::Checkpoint { .. })).count();
+        assert!(counted < written.len(), "the examples have a checkpoint");
         // The fold read what each kind carries, not just its tag.
         assert_eq!((lean.case_id.as_str(), lean.epoch, lean.step_budget), ("case-1", 3, 9));
         assert_eq!((lean.steps, lean.model_errors, lean.model_retries, lean.invalid_actions), (2, 2, 1, 2));
@@ -1927,7 +1961,7 @@ mod tests {
         assert_eq!((lean.tests_passed, lean.verifier_passed), (Some(true), Some(false)));
         assert_eq!(lean.metrics["first_read_step"], 1);
         assert_eq!((lean.target_declared, lean.first_target_read_step), (true, Some(1)));
-        assert_eq!((lean.outcome, lean.wall_ms, lean.events), (Some(Outcome::Failed), 77, written.len() as u64));
+        assert_eq!((lean.outcome, lean.wall_ms, lean.events), (Some(Outcome::Failed), 77, counted as u64));
         assert!(lean.skipped_events.is_empty());
         // The context kinds: two turns of 43 and 50 tokens; 1 + 2 sections reduced, 1 + 2
         // blocks dropped; two injected repo maps and one by the tool; one each of the rest.

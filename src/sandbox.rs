@@ -100,19 +100,28 @@ pub enum SandboxError {
     Broken { program: PathBuf, detail: String },
 }
 
-/// Where and how a run's cells work: the sandbox of their commands, and the folder their
+/// Where and how a run's cells work: the sandbox of their commands, the folder their
 /// workspaces are made in (`<workspaces>/<run_id>/<cell_id>`), which lies outside every
-/// repository of the project so that git in a cell sees only the fixture's own files.
+/// repository of the project so that git in a cell sees only the fixture's own files, and how
+/// often they save a checkpoint.
 #[derive(Debug, Clone)]
 pub struct Isolation {
     pub sandbox: Sandbox,
     pub workspaces: PathBuf,
+    /// `--checkpoint-interval`: the wall time from one checkpoint of a cell to the next (zero:
+    /// after every step; src/agent/checkpoint.rs).
+    pub checkpoint_interval: std::time::Duration,
 }
 
 impl Isolation {
-    /// No sandbox, workspaces under `dir`: for tests of the engine.
+    /// No sandbox, workspaces under `dir`, the default checkpoint interval: for tests of the
+    /// engine.
     pub fn unsandboxed(dir: &Path) -> Isolation {
-        Isolation { sandbox: Sandbox::None, workspaces: dir.join("workspaces") }
+        Isolation {
+            sandbox: Sandbox::None,
+            workspaces: dir.join("workspaces"),
+            checkpoint_interval: crate::agent::checkpoint::DEFAULT_INTERVAL,
+        }
     }
 }
 

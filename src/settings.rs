@@ -230,7 +230,18 @@ impl Settings {
                 repo.display()
             )));
         }
-        Ok(Isolation { sandbox: self.sandbox()?, workspaces })
+        Ok(Isolation {
+            sandbox: self.sandbox()?,
+            workspaces,
+            checkpoint_interval: crate::agent::checkpoint::DEFAULT_INTERVAL,
+        })
+    }
+
+    /// [`Settings::isolation`], its cells saving checkpoints at the interval of
+    /// `--checkpoint-interval` (`flag`), else the default.
+    pub fn isolation_with(&self, flag: Option<&str>) -> Result<Isolation, SettingsError> {
+        let checkpoint_interval = checkpoint_interval(flag)?;
+        Ok(Isolation { checkpoint_interval, ..self.isolation()? })
     }
 
     /// Whether `--context-mode`/`HCBENCH_CONTEXT_MODE` was given (the gate refuses it: it
@@ -359,7 +370,7 @@ impl Settings {
             self.profiles(args.models.as_deref(), None, Some(std::slice::from_ref(&args.profile)))?.for_shard(shard);
         let profile = self.profile(&profiles, &args.profile, args.script.as_deref())?;
         let run_id = crate::rundir::new_run_id();
-        let isolation = self.isolation()?;
+        let isolation = self.isolation_with(args.checkpoint_interval.as_deref())?;
         Self::check_programs(&selected, &isolation)?;
         Ok(RunSettings {
             selected,
@@ -399,7 +410,7 @@ impl Settings {
             width: self.width(args.wide),
             start: MatrixStart::Resume { run_dir, profiles, retry_errors: false },
             history: None,
-            isolation: self.isolation()?,
+            isolation: self.isolation_with(args.checkpoint_interval.as_deref())?,
         })
     }
 
@@ -447,7 +458,7 @@ impl Settings {
             }
         };
         let history = (!args.control.no_history).then(|| self.history_dir(args.control.history.as_deref()));
-        let isolation = self.isolation()?;
+        let isolation = self.isolation_with(args.control.checkpoint_interval.as_deref())?;
         if let MatrixStart::New { selected, .. } = &start {
             Self::check_programs(selected, &isolation)?;
         }
@@ -549,6 +560,17 @@ fn ablation_list(given: &[String]) -> Result<Vec<String>, SettingsError> {
     Ok(out)
 }
 
+/// `--checkpoint-interval`: a duration as humantime reads it (`1s`, `500ms`, `2m`, `0`), else
+/// the default ([`crate::agent::checkpoint::DEFAULT_INTERVAL`]).
+pub fn checkpoint_interval(flag: Option<&str>) -> Result<std::time::Duration, SettingsError> {
+    let Some(text) = flag else { return Ok(crate::agent::checkpoint::DEFAULT_INTERVAL) };
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        SettingsError::Invalid(format!(
+            "--checkpoint-interval {text:?}: {e}; give a duration such as 1s, 500ms or 2m, or 0 to save a checkpoint after every step"
+        ))
+    })
+}
+
 /// Worker count: the flag, else the config's `jobs`, else the number of cores.
 pub fn jobs(flag: Option<usize>, config: Option<usize>) -> Result<usize, SettingsError> {
     match flag.combine(config) {
@@ -578,6 +600,20 @@ mod tests {
         assert_eq!(jobs(None, Some(5)).unwrap(), 5);
         assert!(jobs(None, None).unwrap() >= 1);
         assert!(jobs(Some(0), None).unwrap_err().to_string().contains("--jobs 0"));
+    }
+
+    #[test]
+    fn the_checkpoint_interval_is_a_duration_zero_or_the_default() {
+        use std::time::Duration;
+        assert_eq!(checkpoint_interval(None).unwrap(), Duration::from_secs(1));
+        assert_eq!(checkpoint_interval(Some("0")).unwrap(), Duration::ZERO);
+        assert_eq!(checkpoint_interval(Some(" 250ms ")).unwrap(), Duration::from_millis(250));
+        assert_eq!(checkpoint_interval(Some("2m")).unwrap(), Duration::from_secs(120));
+        for bad in ["5", "soon", "-1s", ""] {
+            let e = checkpoint_interval(Some(bad)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--checkpoint-interval {bad:?}: ")), "{e}");
+            assert!(e.ends_with("or 0 to save a checkpoint after every step"), "{e}");
+        }
     }
 
     #[test]

@@ -1,6 +1,20 @@
 //! Checkpoint and resume inside a cell.
 //!
-//! After every step's `state_updated` the loop saves what the rest of the cell is built from
+//! A checkpoint protects the work since the one before against an interruption, so it is sized
+//! to that work: after a step, the loop saves only when `--checkpoint-interval` of wall time
+//! (default 1 s, [`DEFAULT_INTERVAL`]; zero saves every step) has passed since the last save, or
+//! since the cell started or resumed ([`Checkpointer::due`]). With a model whose turns take
+//! seconds every step is saved; an oracle or a fast local model saves about once a second
+//! instead of after each of its millisecond steps (where the saves were most of a small cell's
+//! harness time); a kill redoes at most about the interval and the step under way, which a
+//! resume already tolerates (the `resumed` event makes replay discard what came after the
+//! checkpoint). What a step not saved may have changed is kept ([`Checkpointer::defer`]) and
+//! merged into the next save's [`Changes`], so that save's digests are the workspace's as a walk
+//! would find them. A session boundary needs nothing more: the next session's first save looks
+//! at everything ([`Checkpointer::next_session`]), and a resume from a checkpoint of an earlier
+//! session continues that session.
+//!
+//! When a step is saved, the loop saves what the rest of the cell is built from
 //! (the [`LoopState`]: observations, compactor, working memory, repo map, counters, the files
 //! changed and read; the provider's own state; the trace position; the token counters; the
 //! elapsed time) and the digests of every file in the workspace, in one of two files beside the
@@ -34,11 +48,17 @@
 //! content the first scan found at the same path is not stored: a rebuild has it already (the
 //! fixture's copy, or after a resume a content stored before).
 //!
-//! The first digests of a fresh copy are not a walk ([`Digests::scan_copy`]): the copy
-//! ([`crate::workspace::fresh`]) says what it made (every folder with its names, file and
-//! symlink, each copy's stat), and a cache of fixture digests, kept by the stat cache's rule
-//! (per process, and stored beside the repo maps for later processes, [`StoredDigests`]), gives
-//! each copy's digest; only a fixture file no cell has digested (or one changed since) is read.
+//! The first digests of a fresh copy (the baseline: what a rebuild's fresh copy has, so none of
+//! it is stored) are taken at the first save, so a cell that never saves never pays for them,
+//! and they are not a walk ([`Digests::copy_digests`]): the copy ([`crate::workspace::fresh`])
+//! says what it made (every folder with its names, file and symlink, each copy's stat), and a
+//! cache of fixture digests, kept by the stat cache's rule (per process, and stored beside the
+//! repo maps for later processes, [`StoredDigests`]), gives each copy's digest; only a fixture
+//! file no cell has digested (or one changed since) is read, from its copy while the copy's stat
+//! shows it unchanged (else a walk hashes it and stores its content). The changes of the steps
+//! before the first save are then applied as for any save (nothing, an update of the written
+//! paths, or a walk whose stat cache and listings are the copy's, so the files unchanged since
+//! the copy are not read).
 //! A copy keeps its fixture's modification time, a folder's as a file's, so it is not inside
 //! the racy window: any write (any entry added, removed or renamed) moves that time, however
 //! soon after the copy, and the walk after the first command neither hashes every fixture file
@@ -63,7 +83,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
@@ -78,6 +98,10 @@ use crate::util::sha256_hex;
 /// Version of the checkpoint file format. A checkpoint of another version is refused (the cell
 /// starts over): a checkpoint only ever continues the hcbench that wrote it.
 pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;
+/// The wall time from one save of a cell to the next unless `--checkpoint-interval` says
+/// otherwise: a model's turn of seconds is saved after every step, a fast one about once a
+/// second.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// The cell directory's folder of checkpoint files and stored contents.
 pub const DIR: &str = "checkpoint";
 /// Contents stored one file each (`blobs/<sha256>`), as runs before 2026-11-25 did: still read.
@@ -214,6 +238,24 @@ impl Changes {
             },
             call if call.tool().may_change_files() => *self = Changes::Anything,
             _ => {}
+        }
+    }
+
+    /// Adds what a later step may have changed: the paths of both, or anything when either
+    /// may have changed anything. The changes of steps saved by no checkpoint accumulate so,
+    /// and the next save looks at all of them.
+    pub fn merge(&mut self, later: Changes) {
+        match (&mut *self, later) {
+            (Changes::Anything, _) | (_, Changes::None) => {}
+            (_, Changes::Anything) => *self = Changes::Anything,
+            (Changes::None, later) => *self = later,
+            (Changes::Paths(paths), Changes::Paths(more)) => {
+                for path in more {
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+            }
         }
     }
 }
@@ -446,9 +488,11 @@ impl Digests {
         }
     }
 
-    /// The first scan takes what [`crate::workspace::fresh`] made in `ws`, if it knows.
+    /// The first digests are taken from what [`crate::workspace::fresh`] made in `ws`, if it
+    /// knows, and if the copy's paths name every file as it is (all its names UTF-8): see
+    /// [`Digests::copy_digests`].
     fn after_copy(mut self, ws: &Path) -> Digests {
-        self.copied = crate::workspace::take_copied(ws);
+        self.copied = crate::workspace::take_copied(ws).filter(|c| c.names_utf8);
         self
     }
 
@@ -503,24 +547,16 @@ impl Digests {
         self.pack.as_mut().expect("opened above").write_all(&self.unwritten)
     }
 
-    /// Every path of the workspace now. Files whose stat changed since the last scan are
-    /// hashed again and, once the baseline is taken, their contents kept.
-    /// The first scan of a fresh copy is not a walk: the copy says what it made
-    /// ([`Digests::scan_copy`]).
+    /// Every path of the workspace now, by a walk. Files whose stat changed since the last scan
+    /// are hashed again and, once the baseline is taken, their contents kept. (The first
+    /// digests of a fresh copy are no walk: [`Digests::current`] takes them from the copy.)
     pub fn scan(&mut self) -> io::Result<BTreeMap<String, Entry>> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let mut out = BTreeMap::new();
-        // A copy's facts hold for a first scan only (they are taken for no other).
-        let first = !self.keep;
-        match self.copied.take().filter(|c| c.names_utf8 && first) {
-            Some(copied) => self.scan_copy(root.as_fd(), copied, now, &mut out)?,
-            None => {
-                self.walks += 1;
-                // The workspace's own folder is always listed (it is where the agent writes most).
-                self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
-            }
-        }
+        self.walks += 1;
+        // The workspace's own folder is always listed (it is where the agent writes most).
+        self.walk(root.as_fd(), OsStr::new(""), "", None, now, &mut out)?;
         self.write_pack()?;
         self.cache.retain(|path, _| out.contains_key(path));
         self.listings.retain(|path, _| matches!(out.get(path), Some(Entry::Dir)));
@@ -529,12 +565,22 @@ impl Digests {
         Ok(out)
     }
 
-    /// The first digests of a fresh copy, from what the copy made ([`crate::workspace::Copied`])
-    /// rather than by walking it: its folders, symlinks and files, each file's stat as the copy
-    /// left it. A file's digest is its fixture file's when the process (or the store,
-    /// [`StoredDigests`]) has it for that file's stat and the file was settled before the copy
-    /// began; otherwise the copy is read and hashed, and the digest kept for the fixture's next
-    /// cells. Nothing of the cell has run yet, so the workspace is what the copy made.
+    /// The first digests of a copy, from what the copy made ([`crate::workspace::Copied`]) rather
+    /// than by walking it: its folders, symlinks and files, each file's stat as the copy left
+    /// it. They become the baseline (what a rebuild's fresh copy has) and the stat cache and
+    /// listings the next walk starts from. A file's digest is its fixture file's when the
+    /// process (or the store, [`StoredDigests`]) has it for that file's stat and the file was
+    /// settled before the copy began; otherwise the copy is read and hashed, and the digest kept
+    /// for the fixture's next cells.
+    ///
+    /// `untouched`: nothing has run in the workspace since the copy (a rebuild), so a copy is
+    /// read as it is. Otherwise they are taken at a cell's first save, after its first steps,
+    /// and a copy is read only while its stat is still the copy's and its modification time
+    /// its fixture file's, settled before the copy began (a write since would have moved it,
+    /// as below). A copy that fails this is left out of the baseline and the cache, and the
+    /// result is None: the caller walks, which hashes that file and stores its content. When
+    /// every copy holds, the result is the workspace as the copy made it, which is the
+    /// workspace now if nothing changed it since.
     ///
     /// A copied file or folder has its fixture's modification time, long past: any write to
     /// the file, and any entry added, removed or renamed in the folder, moves it, however soon
@@ -542,13 +588,19 @@ impl Digests {
     /// if that time is outside the racy window, though its change time, the copy's, is recent
     /// (only a change that also set that exact modification time back within the clock tick of
     /// the copy would go unseen).
-    fn scan_copy(
+    fn copy_digests(
         &mut self,
-        root: BorrowedFd<'_>,
         copied: crate::workspace::Copied,
-        now: i128,
-        out: &mut BTreeMap<String, Entry>,
-    ) -> io::Result<()> {
+        untouched: bool,
+    ) -> io::Result<Option<BTreeMap<String, Entry>>> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let root = rustix::fs::open(&self.root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let root = root.as_fd();
+        // The baseline is what this takes: any content found later (also by a walk after a
+        // failure here) is one a rebuild may need.
+        self.keep = true;
+        let mut out = BTreeMap::new();
+        let mut whole = true;
         let started = copied.started.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let settled_before_copy = |st: &Stat| started - st.mtime_ns.max(st.ctime_ns) > RACY_NS;
         for (rel, folder) in copied.folders {
@@ -575,7 +627,27 @@ impl Digests {
                 Some(sha) => sha,
                 None => {
                     let resolve = rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_SYMLINKS;
-                    let fd = rustix::fs::openat2(root, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), resolve)?;
+                    // Non-blocking: what is there now may be a fifo the agent made.
+                    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                    let fd = match rustix::fs::openat2(root, &rel, flags, Mode::empty(), resolve) {
+                        Ok(fd) => fd,
+                        Err(e) if untouched => return Err(e.into()),
+                        Err(_) => {
+                            whole = false;
+                            continue;
+                        }
+                    };
+                    // The copy as it was made: its stat unmoved, and a modification time (its
+                    // fixture file's, settled before the copy) that any write since would
+                    // have moved.
+                    let still_the_copy = untouched
+                        || (usable
+                            && stat.mtime_ns == source.mtime_ns
+                            && rustix::fs::fstat(&fd).is_ok_and(|st| Stat::of(&st) == stat));
+                    if !still_the_copy {
+                        whole = false;
+                        continue;
+                    }
                     let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0).saturating_add(1));
                     std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes)?;
                     self.hashed += 1;
@@ -592,15 +664,32 @@ impl Digests {
             self.cache.insert(rel.clone(), (stat, settled, sha.clone()));
             out.insert(rel, Entry::File { sha256: sha, size: stat.size, mode: stat.mode });
         }
-        Ok(())
+        Ok(whole.then_some(out))
     }
 
-    /// The workspace now, from what the step is known to have changed since the last call:
+    /// The digests of a copy nothing has run in since it was made (a rebuild's): from what the
+    /// copy made when it says, else by a walk. Nothing is stored: it is all the fixture's.
+    fn of_untouched_copy(mut self) -> io::Result<BTreeMap<String, Entry>> {
+        match self.copied.take() {
+            Some(copied) => self
+                .copy_digests(copied, true)?
+                .ok_or_else(|| io::Error::other("a copy nothing has run in is taken whole")),
+            None => self.scan(),
+        }
+    }
+
+    /// The workspace now, from what the steps are known to have changed since the last call:
     /// nothing (the last call's digests as they are), only the paths the harness's own file
     /// tools wrote (those paths stated and hashed again, [`Digests::update`]), or anything (a
     /// new [`Digests::scan`]). Without an earlier call's digests, or when an update cannot
     /// prove its result equal to a walk's, it scans. What it returns is kept for the next call.
+    ///
+    /// The first call of a fresh copy's digests starts from what the copy made
+    /// ([`Digests::copy_digests`]), then applies `changes`, which are everything since the copy.
     pub fn current(&mut self, changes: &Changes) -> io::Result<&BTreeMap<String, Entry>> {
+        if let Some(copied) = self.copied.take() {
+            self.last = self.copy_digests(copied, false)?;
+        }
         let known = match changes {
             _ if self.last.is_none() => false,
             Changes::None => true,
@@ -705,12 +794,6 @@ impl Digests {
             }
         }
         Ok(true)
-    }
-
-    /// Something outside the agent's tools may have changed the workspace (a session's feature
-    /// checks): the next [`Digests::current`] scans.
-    pub fn forget_last(&mut self) {
-        self.last = None;
     }
 
     /// One folder of the walk: `sub`, relative to the open folder `base` ("" for `base`
@@ -904,25 +987,30 @@ pub struct Checkpointer {
     /// than opening and closing its whole path again (a path resolution under the run
     /// directory, twice per step).
     slots: [Option<std::fs::File>; 2],
+    /// Where fixture digests are kept for later processes ([`StoredDigests`]), until the first
+    /// digests are taken.
+    store: Option<PathBuf>,
+    /// The wall time from one save to the next (`--checkpoint-interval`; zero: every step).
+    interval: Duration,
+    /// When the last checkpoint was saved, or (before the first) this was made: the cell's
+    /// start, or its resume.
+    last_save: Instant,
+    /// What the steps since the last save may have changed: the next save looks at all of it.
+    unsaved: Changes,
 }
 
 impl Checkpointer {
-    /// For a fresh workspace: its first scan is the fixture, which a restore copies anyway.
-    /// `store` is where fixture digests are kept for later processes ([`StoredDigests`]):
-    /// those of the copied fixture are read before the scan, and written after it when it
-    /// hashed fixture files the store did not have.
-    pub fn start(ws: &Path, cell_dir: &Path, store: Option<&Path>) -> io::Result<Checkpointer> {
+    /// For a fresh workspace, saving at most once per `interval` ([`Checkpointer::due`]). Its
+    /// first digests, the baseline (the fixture, which a restore copies anyway), are taken at
+    /// the first save, from what the copy made ([`Digests::copy_digests`]): a cell that never
+    /// saves never pays for them. A workspace the copy says nothing of is walked now, before
+    /// anything runs in it. `store` is where fixture digests are kept for later processes
+    /// ([`StoredDigests`]): those of the copied fixture are read before the first digests, and
+    /// written after them when they hashed fixture files the store did not have.
+    pub fn start(ws: &Path, cell_dir: &Path, store: Option<&Path>, interval: Duration) -> io::Result<Checkpointer> {
         let mut digests = Digests::new(ws, cell_dir).after_copy(ws);
-        let fixture = digests.copied.as_ref().map(|c| c.fixture.clone());
-        if let (Some(store), Some(fixture)) = (store, &fixture) {
-            StoredDigests::load(store, fixture);
-        }
-        digests.current(&Changes::Anything)?;
-        if let (Some(store), Some(fixture)) = (store, &fixture)
-            && digests.learned > 0
-            && let Err(e) = StoredDigests::store(store, fixture)
-        {
-            tracing::warn!("cannot store the digests of fixture {}: {e}", fixture.display());
+        if digests.copied.is_none() {
+            digests.current(&Changes::Anything)?;
         }
         Ok(Checkpointer {
             cell_dir: cell_dir.to_path_buf(),
@@ -933,22 +1021,57 @@ impl Checkpointer {
             committed: None,
             pending: None,
             slots: [None, None],
+            store: store.map(Path::to_path_buf),
+            interval,
+            last_save: Instant::now(),
+            unsaved: Changes::None,
         })
     }
 
     /// [`Checkpointer::start`], or None (a warning) when the workspace cannot be read: the cell
     /// then runs without checkpoints, as it did before they existed.
-    pub fn for_fresh(ws: &Path, cell_dir: &Path, store: Option<&Path>) -> Option<Checkpointer> {
-        Checkpointer::start(ws, cell_dir, store)
+    pub fn for_fresh(ws: &Path, cell_dir: &Path, store: Option<&Path>, interval: Duration) -> Option<Checkpointer> {
+        Checkpointer::start(ws, cell_dir, store, interval)
             .map_err(|e| tracing::warn!("cannot digest the workspace {}: {e}; no checkpoints", ws.display()))
             .ok()
     }
 
+    /// Whether the step that just ended is saved: `interval` has passed since the last save
+    /// (or, before the first, since the cell started or resumed). A step that is not saved is
+    /// [`Checkpointer::defer`]red.
+    pub fn due(&self) -> bool {
+        self.last_save.elapsed() >= self.interval
+    }
+
+    /// A step ended without a save: what it may have changed waits for the next one.
+    pub fn defer(&mut self, changes: Changes) {
+        self.unsaved.merge(changes);
+    }
+
+    /// The workspace's digests after `changes` (everything since the last save), the first
+    /// ones with the fixture digests of the store read before and written after.
+    fn take_digests(&mut self, changes: &Changes) -> io::Result<()> {
+        let fixture = self.digests.copied.as_ref().map(|c| c.fixture.clone());
+        let store = fixture.as_ref().and(self.store.take());
+        if let (Some(store), Some(fixture)) = (&store, &fixture) {
+            StoredDigests::load(store, fixture);
+        }
+        let learned = self.digests.learned;
+        self.digests.current(changes)?;
+        if let (Some(store), Some(fixture)) = (&store, &fixture)
+            && self.digests.learned > learned
+            && let Err(e) = StoredDigests::store(store, fixture)
+        {
+            tracing::warn!("cannot store the digests of fixture {}: {e}", fixture.display());
+        }
+        Ok(())
+    }
+
     /// Saves `state` after its step. `position` is the trace writer's (the step's
     /// `state_updated` is the last event); `tokens` the fold's (input, output) counters;
-    /// `changes` what the step's calls may have changed ([`Changes`]): the workspace's digests
-    /// are the last ones when nothing, those brought up to date at the written paths when only
-    /// the file tools wrote, and a walk's otherwise.
+    /// `changes` what the step's calls may have changed ([`Changes`]), to which the deferred
+    /// steps' are added: the workspace's digests are the last ones when nothing, those brought
+    /// up to date at the written paths when only the file tools wrote, and a walk's otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn save(
         &mut self,
@@ -979,7 +1102,14 @@ impl Checkpointer {
         if !lines.is_empty() {
             self.append_to_log(&lines)?;
         }
-        let workspace = self.digests.current(changes)?;
+        let mut since = std::mem::take(&mut self.unsaved);
+        since.merge(changes.clone());
+        if let Err(e) = self.take_digests(&since) {
+            // What the digests had may be stale now: the next save walks.
+            self.unsaved = Changes::Anything;
+            return Err(e);
+        }
+        let workspace = self.digests.last.as_ref().expect("taken above");
         let LoopState {
             step,
             finished,
@@ -1039,6 +1169,7 @@ impl Checkpointer {
         std::os::unix::fs::FileExt::write_all_at(file, &text, 0)?;
         file.set_len(text.len() as u64)?;
         self.pending = Some(path);
+        self.last_save = Instant::now();
         Ok(Saved {
             path: rel,
             sha256: sha256_hex(&text),
@@ -1061,7 +1192,7 @@ impl Checkpointer {
     pub fn next_session(&mut self) {
         self.observed.clear();
         // Between sessions the feature checks and `git` ran in the workspace.
-        self.digests.forget_last();
+        self.unsaved = Changes::Anything;
     }
 
     /// The last saved checkpoint's event is written: the other slot is free for the next one.
@@ -1278,6 +1409,11 @@ pub fn resume(cell: &CellPaths<'_>) -> Result<Resume, Refusal> {
             committed: Some(file),
             pending: None,
             slots: [None, None],
+            store: None,
+            // Every step until the caller says otherwise (`reopen`: the cell's interval).
+            interval: Duration::ZERO,
+            last_save: Instant::now(),
+            unsaved: Changes::None,
         },
         checkpoint,
         ws,
@@ -1375,7 +1511,8 @@ pub(super) fn reopen(
     });
     let cell = ResumedCell {
         state: r.checkpoint.state.into_owned(),
-        checkpointer: r.checkpointer,
+        // The interval runs from the resume.
+        checkpointer: Checkpointer { interval: plan.checkpoint_interval, last_save: Instant::now(), ..r.checkpointer },
         ws: r.ws,
         started: Instant::now().checked_sub(used).unwrap_or_else(Instant::now),
         used,
@@ -1384,19 +1521,25 @@ pub(super) fn reopen(
     Ok(Reopened::Resumed(Box::new((rec, cell))))
 }
 
-/// Saves the checkpoint after `state`'s step and writes its event. A checkpoint that cannot be
-/// written is a warning, not the cell's end: a resume then continues from the one before.
-pub(super) fn save(
+/// After `state`'s step: when a save is due ([`Checkpointer::due`]), saves the checkpoint and
+/// writes its event; otherwise keeps what the step may have changed for the next save. A
+/// checkpoint that cannot be written is a warning, not the cell's end: a resume then continues
+/// from the one before.
+pub(super) fn after_step(
     rec: &mut super::Recorder,
     checkpointer: &mut Checkpointer,
     plan: &super::CellPlan,
     state: &LoopState,
     provider: &dyn crate::model::Provider,
     started: Instant,
-    changes: &Changes,
+    changes: Changes,
 ) -> io::Result<()> {
+    if !checkpointer.due() {
+        checkpointer.defer(changes);
+        return Ok(());
+    }
     let saved = checkpointer.save(
-        changes,
+        &changes,
         (&plan.run_id, &plan.cell_id),
         state,
         provider.saved_state(),
@@ -1471,8 +1614,7 @@ pub fn restore(
         std::fs::remove_file(link)?;
     }
     let ws = crate::workspace::fresh(fixture, ws, link).map_err(|e| io::Error::other(e.to_string()))?;
-    let mut fresh = Digests::new(&ws, cell_dir).after_copy(&ws);
-    let copied = fresh.scan()?;
+    let copied = Digests::new(&ws, cell_dir).after_copy(&ws).of_untouched_copy()?;
     // Children sort after their parents: remove from the end.
     for (path, entry) in copied.iter().rev() {
         if entries.get(path).is_some_and(|want| same_kind(want, entry)) {
@@ -1649,7 +1791,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ws, cell) = (dir.path().join("ws"), dir.path().join("cell"));
         tree(&ws, &[("a.py", "x = 1\n")]);
-        let mut c = Checkpointer::start(&ws, &cell, None).unwrap();
+        let mut c = Checkpointer::start(&ws, &cell, None, Duration::ZERO).unwrap();
         let big = "1: x = 1\n".repeat(500);
         let mut state = LoopState::default();
         let mut sizes = Vec::new();
@@ -1715,12 +1857,26 @@ mod tests {
         assert_eq!(d.current(&Changes::None).unwrap(), &first, "no walk after a read-only step");
         let scanned = d.current(&Changes::Anything).unwrap();
         assert!(scanned.contains_key("b.py"), "a step that may have written is scanned: {scanned:?}");
-        // A new session (feature checks and git ran in between) always scans.
-        tree(&ws, &[("c.py", "z = 3\n")]);
-        d.forget_last();
-        assert!(d.current(&Changes::None).unwrap().contains_key("c.py"));
         // A fresh Digests has no scan to reuse.
+        tree(&ws, &[("c.py", "z = 3\n")]);
         assert!(Digests::new(&ws, &cell).current(&Changes::None).unwrap().contains_key("c.py"));
+        // A new session (feature checks and git ran in between): its first save looks at
+        // everything, though its step changed no file.
+        let mut c = Checkpointer::start(&ws, &cell, None, Duration::ZERO).unwrap();
+        assert!(saved_workspace(&mut c, &cell, 1, Changes::None).contains_key("c.py"));
+        tree(&ws, &[("d.py", "w = 4\n")]);
+        assert!(!saved_workspace(&mut c, &cell, 2, Changes::None).contains_key("d.py"), "no walk");
+        c.next_session();
+        assert!(saved_workspace(&mut c, &cell, 3, Changes::None).contains_key("d.py"));
+    }
+
+    /// Saves the checkpoint of `step` after `changes` and gives the workspace it recorded.
+    fn saved_workspace(c: &mut Checkpointer, cell: &Path, step: u32, changes: Changes) -> BTreeMap<String, Entry> {
+        let state = LoopState { step, ..LoopState::default() };
+        let saved = c.save(&changes, ("r", "c"), &state, None, (Some(u64::from(step) * 3), 10), (0, 0), 1).unwrap();
+        c.committed();
+        let cp: Checkpoint<'static> = serde_json::from_slice(&std::fs::read(cell.join(&saved.path)).unwrap()).unwrap();
+        cp.workspace.into_owned()
     }
 
     /// A fixture of `files` in `dir`, copied fresh into the workspace of a cell folder as a
@@ -1745,7 +1901,7 @@ mod tests {
         let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n")]);
         let link = cell.join("workspace");
         let mut d = Digests::new(&ws, &cell).after_copy(&ws);
-        d.current(&Changes::Anything).unwrap();
+        d.current(&Changes::None).unwrap();
         let paths = |p: &[&str]| Changes::Paths(p.iter().map(|s| s.to_string()).collect());
         // An edit, a new file two new folders down, a rewrite of the same size, and names
         // spelled as a model spells them.
@@ -1811,7 +1967,7 @@ mod tests {
             std::fs::create_dir_all(&cell).unwrap();
             let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
             let mut d = Digests::new(&ws, &cell).after_copy(&ws);
-            assert_eq!(d.current(&Changes::Anything).unwrap(), &walked(&ws), "the copy's facts are a walk's");
+            assert_eq!(d.current(&Changes::None).unwrap(), &walked(&ws), "the copy's facts are a walk's");
             assert_eq!(d.walks, 0, "the first digests are not walked");
             assert!(d.listings["pkg"].settled, "a copied folder's listing is trusted at once");
             if wait {
@@ -1860,10 +2016,13 @@ mod tests {
         let from_scratch = |ws: &Path| Digests::new(ws, &dir.path().join("scratch")).scan().unwrap();
         // The fixture's first cell reads its copies; the next ones read none.
         let (ws1, cell1) = cell(1);
-        let first = Checkpointer::start(&ws1, &cell1, None).unwrap();
+        let mut first = Checkpointer::start(&ws1, &cell1, None, Duration::ZERO).unwrap();
+        assert_eq!((first.digests.hashed, first.digests.last.is_none()), (0, true), "taken at the first save");
+        first.take_digests(&Changes::None).unwrap();
         assert_eq!(first.digests.hashed, 3);
         let (ws2, cell2) = cell(2);
-        let mut second = Checkpointer::start(&ws2, &cell2, None).unwrap();
+        let mut second = Checkpointer::start(&ws2, &cell2, None, Duration::ZERO).unwrap();
+        second.take_digests(&Changes::None).unwrap();
         assert_eq!(second.digests.hashed, 0, "every digest from the fixture's");
         assert_eq!(second.digests.last.as_ref(), Some(&from_scratch(&ws2)));
         // A write at once, of the same size: its modification time is no longer the fixture's.
@@ -1875,12 +2034,107 @@ mod tests {
         // A fixture file changed between cells, same size: its stat moved, the copy is read.
         std::fs::write(fixture.join("pkg/b.py"), "y = 2\n").unwrap();
         let (ws3, cell3) = cell(3);
-        let third = Checkpointer::start(&ws3, &cell3, None).unwrap();
+        let mut third = Checkpointer::start(&ws3, &cell3, None, Duration::ZERO).unwrap();
+        third.take_digests(&Changes::None).unwrap();
         assert_eq!(third.digests.hashed, 1);
         let Some(Entry::File { sha256, .. }) = third.digests.last.as_ref().unwrap().get("pkg/b.py") else { panic!() };
         assert_eq!(*sha256, sha256_hex(b"y = 2\n"));
         // A workspace given to the digests without its copy's facts is read whole, as before.
-        assert_eq!(Checkpointer::start(&ws3, &cell3, None).unwrap().digests.hashed, 3);
+        assert_eq!(Checkpointer::start(&ws3, &cell3, None, Duration::ZERO).unwrap().digests.hashed, 3);
+    }
+
+    #[test]
+    fn a_cell_takes_its_first_digests_at_its_first_save_from_the_copy_and_the_steps_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fx");
+        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        let cell = |n: u32| {
+            let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
+            std::fs::create_dir_all(&cell).unwrap();
+            (crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap(), cell)
+        };
+        let paths = |p: &[&str]| Changes::Paths(p.iter().map(|s| s.to_string()).collect());
+        let hour = Duration::from_secs(3600);
+        // The fixture's first cell, no digest of it known: nothing is read before a save.
+        let (ws1, cell1) = cell(1);
+        let mut c = Checkpointer::start(&ws1, &cell1, None, hour).unwrap();
+        assert!(!c.due(), "an hour has not passed");
+        assert_eq!((c.digests.hashed, c.digests.walks, c.digests.last.is_none()), (0, 0, true));
+        // Two steps not saved: the file tools rewrote a.py (same size) and wrote a new file.
+        tree(&ws1, &[("a.py", "x = 2\n")]);
+        c.defer(paths(&["a.py"]));
+        tree(&ws1, &[("pkg/new.py", "n\n")]);
+        c.defer(paths(&["pkg/new.py"]));
+        assert_eq!(saved_workspace(&mut c, &cell1, 2, Changes::None), walked(&ws1));
+        // The copies unchanged since the copy are read from the workspace (their digests were
+        // not known); a.py is not the copy any more, and nobody knew its digest: a walk.
+        assert_eq!((c.digests.walks, c.digests.hashed), (1, 4));
+        let contents: Vec<Vec<u8>> = stored(&cell1).into_values().collect();
+        assert_eq!(contents.len(), 2, "the new contents, not the fixture's: {contents:?}");
+        assert!(contents.contains(&b"x = 2\n".to_vec()) && contents.contains(&b"n\n".to_vec()));
+        // The next cell knows b.py's and c.txt's digests, and reads a.py's unchanged copy: the
+        // written paths are brought up to date without a walk.
+        let (ws2, cell2) = cell(2);
+        let mut c = Checkpointer::start(&ws2, &cell2, None, hour).unwrap();
+        tree(&ws2, &[("pkg/b.py", "y = 2\n")]);
+        c.defer(paths(&["pkg/b.py"]));
+        tree(&ws2, &[("pkg/new.py", "n\n")]);
+        assert_eq!(saved_workspace(&mut c, &cell2, 2, paths(&["pkg/new.py"])), walked(&ws2));
+        assert_eq!((c.digests.walks, c.digests.hashed), (0, 3), "a.py's copy and the two written files");
+        // A cell that never saves reads nothing at all.
+        let (ws3, cell3) = cell(3);
+        let c = Checkpointer::start(&ws3, &cell3, None, hour).unwrap();
+        assert_eq!((c.digests.hashed, c.digests.walks), (0, 0));
+        assert!(!cell3.join(DIR).exists(), "and writes nothing");
+    }
+
+    #[test]
+    fn the_changes_of_steps_not_saved_reach_the_next_checkpoint_and_a_resume_restores_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n"), ("b.py", "y = 1\n")]);
+        assert!(Checkpointer::start(&ws, &dir.path().join("other"), None, Duration::ZERO).unwrap().due());
+        let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None, Duration::from_secs(3600)).unwrap();
+        let mut state = LoopState::default();
+        let mut step = |w: &mut TraceWriter, n: u32| {
+            w.append(EventBody::StateUpdated { step: n, steps_used: n, files_modified: vec![], finished: false })
+                .unwrap();
+            state.step = n;
+            state.clone()
+        };
+        // Step 1, not saved: the file tools wrote a.py and a file in a new folder.
+        tree(&ws, &[("a.py", "x = 2\n"), ("notes/n.txt", "note\n")]);
+        step(&mut w, 1);
+        assert!(!cp.due());
+        cp.defer(Changes::Paths(vec!["a.py".into(), "notes/n.txt".into()]));
+        // Step 2, not saved: a command rewrote b.py.
+        let out = std::process::Command::new("sh").args(["-c", "printf 'y = 22\\n' > b.py"]).current_dir(&ws).output();
+        assert!(out.unwrap().status.success());
+        step(&mut w, 2);
+        cp.defer(Changes::Anything);
+        // Step 3 changed nothing itself, and is saved: with everything since the cell began.
+        let at3 = step(&mut w, 3);
+        let saved = cp.save(&Changes::None, ("r", "c"), &at3, None, w.position(), (0, 0), 3).unwrap();
+        w.append(Checkpointer::event(3, &saved)).unwrap();
+        cp.committed();
+        let cp_file: Checkpoint<'static> =
+            serde_json::from_slice(&std::fs::read(cell.join(&saved.path)).unwrap()).unwrap();
+        assert_eq!(cp_file.workspace.as_ref(), &walked(&ws));
+        let Some(Entry::File { sha256, .. }) = cp_file.workspace.get("notes/n.txt") else { panic!("{cp_file:?}") };
+        assert_eq!(sha256, &sha256_hex(b"note\n"), "a file written at a step not saved");
+        // Step 4 is killed after it spoiled the workspace.
+        step(&mut w, 4);
+        drop((w, cp));
+        std::fs::write(ws.join("a.py"), "broken").unwrap();
+        std::fs::remove_dir_all(ws.join("notes")).unwrap();
+        std::fs::write(ws.join("b.py"), "y = 1\n").unwrap();
+        let at = CellPaths { run_id: "r", cell_id: "c", cell_dir: &cell, fixture: &fixture, workspace: &ws };
+        let r = resume(&at).map_err(|r| r.0).unwrap();
+        assert_eq!((r.from_step, r.workspace_restored, r.discarded_events), (3, true, 1));
+        assert_eq!(std::fs::read_to_string(ws.join("a.py")).unwrap(), "x = 2\n");
+        assert_eq!(std::fs::read_to_string(ws.join("notes/n.txt")).unwrap(), "note\n");
+        assert_eq!(std::fs::read_to_string(ws.join("b.py")).unwrap(), "y = 22\n");
     }
 
     #[test]
@@ -1895,7 +2149,8 @@ mod tests {
             let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
             std::fs::create_dir_all(&cell).unwrap();
             let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
-            let c = Checkpointer::start(&ws, &cell, Some(&store)).unwrap();
+            let mut c = Checkpointer::start(&ws, &cell, Some(&store), Duration::ZERO).unwrap();
+            c.take_digests(&Changes::None).unwrap();
             assert_eq!(c.digests.last.as_ref(), Some(&walked(&ws)), "the digests a walk from nothing takes");
             c.digests.hashed
         };
@@ -1960,7 +2215,7 @@ mod tests {
         std::fs::create_dir_all(&cell).unwrap();
         crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None, Duration::ZERO).unwrap();
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         w.append(EventBody::StateUpdated { step: 1, steps_used: 1, files_modified: vec![], finished: false }).unwrap();
         let state = LoopState { step: 1, ..LoopState::default() };
@@ -1975,7 +2230,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None, Duration::ZERO).unwrap();
         // The step: the agent's session made a repository and committed, as a sessions case does.
         std::fs::write(ws.join("a.py"), "x = 2\n").unwrap();
         for argv in
@@ -2039,7 +2294,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let link = cell.join("workspace");
-        let mut d = Digests::new(&ws, &cell).after_copy(&ws);
+        let mut d = Digests::new(&ws, &cell);
         d.scan().unwrap();
         tree(&ws, &[("b.py", "one\n"), ("c.py", "two\n"), ("d.py", "two\n")]);
         d.scan().unwrap();
@@ -2074,7 +2329,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (fixture, ws, cell) = fresh_copy(dir.path(), &[("a.py", "x = 1\n")]);
         let mut w = TraceWriter::create(&cell.join("trace.jsonl"), "r", "c").unwrap();
-        let mut cp = Checkpointer::start(&ws, &cell, None).unwrap();
+        let mut cp = Checkpointer::start(&ws, &cell, None, Duration::ZERO).unwrap();
         let mut state = LoopState::default();
         let mut paths = Vec::new();
         for step in 1..=3 {

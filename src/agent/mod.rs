@@ -7,9 +7,9 @@
 //! before the next one starts, and the summary is folded from exactly those events, so the
 //! live summary and a later replay agree by construction. A multi-session case runs the step
 //! loop (`steps`) once per session, each from a fresh context, and scores once (`conclude`):
-//! `sessions.rs`. After each step the loop's state (one [`checkpoint::LoopState`]) is saved as
-//! a checkpoint beside the trace, from which `--resume` continues an interrupted cell
-//! (`checkpoint.rs`).
+//! `sessions.rs`. After a step, once `--checkpoint-interval` has passed since the last save,
+//! the loop's state (one [`checkpoint::LoopState`]) is saved as a checkpoint beside the trace,
+//! from which `--resume` continues an interrupted cell (`checkpoint.rs`).
 
 pub mod batch;
 pub mod checkpoint;
@@ -75,6 +75,9 @@ pub struct CellPlan {
     /// The cell's workspace, made fresh from the fixture: outside the run directory and the
     /// project (`cell_dir/workspace` links to it).
     pub workspace: PathBuf,
+    /// The wall time from one checkpoint to the next (`--checkpoint-interval`; zero: after
+    /// every step). See `checkpoint.rs`.
+    pub checkpoint_interval: std::time::Duration,
 }
 
 /// Writes events to the trace and folds them into the live summary, in that order.
@@ -274,7 +277,8 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
     // The cell has its verdict and is never continued: its checkpoints, which keep a copy of
     // every file it wrote, would only take disk. (A cancelled cell never gets here: the engine
     // ends its trace, and `--resume` continues it from them.)
-    // The checkpoints leave with one rename ([`retire_checkpoints`]); the cell's sandbox is
+    // The checkpoints leave with one rename ([`retire_checkpoints`]; a cell that saved none,
+    // `--checkpoint-interval`, has no folder of them and the rename finds nothing); the cell's sandbox is
     // removed on a thread of the blocking pool, which the cell's function waits for
     // (`run_cell_with`). Only a cell's own sandbox has a folder to remove; any other is dropped
     // here rather than waking a thread of the pool for nothing.
@@ -346,7 +350,8 @@ async fn work(
         Some(r) => Start::Resumed(r),
         None => Start::Fresh {
             checkpoints: WaitClock::time(Part::Checkpoints, || {
-                Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir, repo_map_store(cell.plan).as_deref())
+                let store = repo_map_store(cell.plan);
+                Checkpointer::for_fresh(cell.ws, &cell.plan.cell_dir, store.as_deref(), cell.plan.checkpoint_interval)
             }),
             session: None,
             map: None,
@@ -658,7 +663,7 @@ async fn steps(
         (state.step, state.finished) = (step, finished);
         if let Some(c) = checkpoints.as_mut() {
             WaitClock::time(Part::Checkpoints, || {
-                checkpoint::save(rec, c, plan, &state, provider.as_ref(), started, &changes)
+                checkpoint::after_step(rec, c, plan, &state, provider.as_ref(), started, changes)
             })?;
         }
         if finished {

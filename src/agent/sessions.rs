@@ -103,7 +103,8 @@ pub(super) async fn work(
                         Some(c)
                     }
                     None => WaitClock::time(Part::Checkpoints, || {
-                        Checkpointer::for_fresh(ws, &plan.cell_dir, super::repo_map_store(plan).as_deref())
+                        let store = super::repo_map_store(plan);
+                        Checkpointer::for_fresh(ws, &plan.cell_dir, store.as_deref(), plan.checkpoint_interval)
                     }),
                 };
                 let provider = plan.profile.provider_for_session(case, plan.epoch, (index - 1) as usize);

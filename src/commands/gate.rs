@@ -74,7 +74,7 @@ fn gate_settings(settings: &Settings, args: &GateArgs) -> Result<GateSettings, C
         accept_profile_change: args.accept_profile_change,
         accept_history: args.accept_history,
         quarantine,
-        isolation: settings.isolation()?,
+        isolation: settings.isolation_with(args.checkpoint_interval.as_deref())?,
     })
 }
 

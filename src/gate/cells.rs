@@ -134,7 +134,7 @@ impl Runner {
         let mut per_arm = Vec::new();
         // Test-split workspaces hold test fixtures and what the agent made of them: they live
         // in the private directory too, and go with it.
-        let isolation = Isolation { sandbox: self.isolation.sandbox.clone(), workspaces: private.join("workspaces") };
+        let isolation = Isolation { workspaces: private.join("workspaces"), ..self.isolation.clone() };
         for arm in arms {
             std::fs::create_dir_all(arm.dir.join("cells"))
                 .map_err(|source| GateError::Io { context: format!("cannot create {}", arm.dir.display()), source })?;

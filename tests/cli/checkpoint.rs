@@ -54,9 +54,18 @@ fn scratch() -> Scratch {
     s
 }
 
-/// `hcbench matrix` with the script, as `Test::run` would start it, but as a child to kill.
+/// A checkpoint after every step, so a test can kill the process right after any step's.
+const EVERY_STEP: [&str; 2] = ["--checkpoint-interval", "0"];
+
+/// `hcbench matrix` with the script, as `Test::run` would start it, but as a child to kill,
+/// saving a checkpoint after every step.
 fn spawn_matrix(s: &Scratch, run_dir: &Path) -> Child {
-    spawn(s, &["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"], run_dir)
+    spawn_matrix_with(s, run_dir, &EVERY_STEP)
+}
+
+fn spawn_matrix_with(s: &Scratch, run_dir: &Path, interval: &[&str]) -> Child {
+    let args = ["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter"];
+    spawn(s, &[&args[..], interval, &["--out"]].concat(), run_dir)
 }
 
 fn spawn(s: &Scratch, args: &[&str], run_dir: &Path) -> Child {
@@ -77,18 +86,22 @@ fn spawn(s: &Scratch, args: &[&str], run_dir: &Path) -> Child {
 
 /// Kills the child (SIGKILL) as soon as its trace has the checkpoint of `step`.
 fn kill_after_checkpoint(child: &mut Child, trace: &Path, step: u64) {
+    kill_once(child, trace, &format!("step {step}'s checkpoint"), |e| {
+        e["kind"] == "checkpoint" && e["data"]["step"] == step
+    });
+}
+
+/// Kills the child (SIGKILL) as soon as its trace has an event `seen` (`what` it is).
+fn kill_once(child: &mut Child, trace: &Path, what: &str, seen: impl Fn(&Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let seen = crate::read_trace_text(trace).is_ok_and(|t| {
-            t.lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .any(|e| e["kind"] == "checkpoint" && e["data"]["step"] == step)
-        });
-        if seen {
+        let found = crate::read_trace_text(trace)
+            .is_ok_and(|t| t.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|e| seen(&e)));
+        if found {
             break;
         }
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before step {step}'s checkpoint");
-        assert!(Instant::now() < deadline, "no checkpoint of step {step} in {}", trace.display());
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before {what}");
+        assert!(Instant::now() < deadline, "no {what} in {}", trace.display());
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap();
@@ -96,7 +109,12 @@ fn kill_after_checkpoint(child: &mut Child, trace: &Path, step: u64) {
 }
 
 fn resume(s: &Scratch, run_dir: &Path) -> crate::Output {
-    Test::new().root(s.path()).args(&["matrix", "--format", "json", "--resume"]).arg_path(run_dir).run()
+    Test::new()
+        .root(s.path())
+        .args(&["matrix", "--format", "json", "--resume"])
+        .arg_path(run_dir)
+        .args(&EVERY_STEP)
+        .run()
 }
 
 fn replayed(run_dir: &Path) -> Value {
@@ -138,7 +156,9 @@ fn uninterrupted(s: &Scratch) -> Value {
     let run_dir = s.path().join("whole");
     Test::new()
         .root(s.path())
-        .args(&["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"])
+        .args(&["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter"])
+        .args(&EVERY_STEP)
+        .args(&["--out"])
         .arg_path(&run_dir)
         .run()
         .code(0);
@@ -199,6 +219,93 @@ fn a_cell_killed_at_a_random_step_resumes_and_replays_as_if_never_interrupted() 
     let ws = run_dir.join("workspaces").join(CELL);
     assert_eq!(std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(), "two\n");
     assert_eq!(std::fs::read_to_string(ws.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
+}
+
+/// The test's script with naps of `seconds` instead: steps that take the time a model's turn
+/// might.
+fn scratch_with_naps(seconds: &str) -> Scratch {
+    let s = scratch();
+    std::fs::write(
+        s.path().join("steps.yaml"),
+        script().replace("time.sleep(0.12)", &format!("time.sleep({seconds})")),
+    )
+    .unwrap();
+    s
+}
+
+/// An event's time stamp, in milliseconds since the epoch.
+fn millis(event: &Value) -> u128 {
+    let ts = event["ts"].as_str().unwrap_or_else(|| panic!("no ts: {event}"));
+    humantime::parse_rfc3339(ts).unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+}
+
+#[test]
+fn with_an_interval_a_cell_saves_once_it_is_due_and_resumes_from_its_last_save() {
+    let s = scratch_with_naps("0.3");
+    let whole = uninterrupted(&s);
+    let run_dir = s.path().join("spaced");
+    let trace = run_dir.join("cells").join(CELL).join("trace.jsonl");
+    let mut child = spawn_matrix_with(&s, &run_dir, &["--checkpoint-interval", "1s"]);
+    kill_once(&mut child, &trace, "a checkpoint", |e| e["kind"] == "checkpoint");
+    let before = trace_events(&trace);
+    assert!(before.iter().all(|e| e["kind"] != "run_finished"), "killed, not finished");
+    let checkpoints: Vec<&Value> = before.iter().filter(|e| e["kind"] == "checkpoint").collect();
+    let steps = before.iter().filter(|e| e["kind"] == "state_updated").count();
+    assert!(checkpoints.len() < steps, "{} checkpoints in {steps} steps: not every step is saved", checkpoints.len());
+    // No save before one is due: a second after the cell began, then after the last save.
+    let started = before.iter().find(|e| e["kind"] == "run_started").unwrap();
+    assert!(checkpoints[0]["step"].as_u64().unwrap() > 1, "step 1 takes far less than a second");
+    let mut last = millis(started);
+    for c in &checkpoints {
+        assert!(millis(c) >= last + 1000, "a checkpoint {} ms after the last save", millis(c) - last);
+        last = millis(c);
+    }
+
+    let out = resume(&s, &run_dir).code(0);
+    assert!(out.stderr.contains(&format!("{CELL}: continuing after step")), "{}", out.stderr);
+    let ev = trace_events(&trace);
+    let r = ev.iter().find(|e| e["kind"] == "resumed").expect("resumed");
+    let saved = checkpoints.last().unwrap();
+    assert_eq!((&r["from_step"], &r["checkpoint_seq"]), (&saved["step"], &saved["seq"]), "from its last save");
+    assert_eq!(essentials(&replayed(&run_dir)), essentials(&whole));
+    let ws = run_dir.join("workspaces").join(CELL);
+    assert_eq!(std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(), "two\n");
+    assert_eq!(std::fs::read_to_string(ws.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
+}
+
+#[test]
+fn a_cell_killed_before_its_first_save_is_due_has_no_checkpoint_and_starts_over() {
+    let s = scratch();
+    let whole = uninterrupted(&s);
+    let run_dir = s.path().join("unsaved");
+    let cell = run_dir.join("cells").join(CELL);
+    let trace = cell.join("trace.jsonl");
+    let mut child = spawn_matrix_with(&s, &run_dir, &["--checkpoint-interval", "1h"]);
+    kill_once(&mut child, &trace, "step 5", |e| e["kind"] == "state_updated" && e["data"]["step"] == 5);
+    let before = trace_events(&trace);
+    assert!(before.iter().all(|e| e["kind"] != "checkpoint"), "no save is due within the hour");
+    assert!(!cell.join("checkpoint").exists(), "nothing of a checkpoint was written, nor digested");
+
+    let out = resume(&s, &run_dir).code(0);
+    assert!(!out.stderr.contains("continuing after step"), "{}", out.stderr);
+    let ev = trace_events(&trace);
+    assert_eq!(ev.iter().filter(|e| e["kind"] == "run_started").count(), 1, "a fresh trace");
+    assert!(ev.iter().all(|e| e["kind"] != "resumed"));
+    assert_eq!(essentials(&replayed(&run_dir)), essentials(&whole), "started over, and right");
+}
+
+#[test]
+fn a_checkpoint_interval_that_is_not_a_duration_is_refused_with_the_fix() {
+    let s = scratch();
+    for (command, value) in [("run", "soon"), ("matrix", "5"), ("ablate", "1 parsec")] {
+        let mut args = vec![command, "--benchmark", "demo", "--checkpoint-interval", value];
+        if command == "ablate" {
+            args.push("--context");
+        }
+        let out = Test::new().root(s.path()).args(&args).run().code(2);
+        assert!(out.stderr.contains(&format!("--checkpoint-interval {value:?}: ")), "{command}: {}", out.stderr);
+        assert!(out.stderr.contains("give a duration such as 1s, 500ms or 2m, or 0"), "{command}: {}", out.stderr);
+    }
 }
 
 /// Kills a run after step 5's checkpoint; returns its run directory and trace.
@@ -276,8 +383,9 @@ fn a_workspace_changed_after_the_checkpoint_is_restored_and_verified() {
     // directory as `matrix --resume` does.
     let run_dir = s.path().join("changed");
     let trace = run_dir.join("cells").join(CELL).join("trace.jsonl");
-    let mut child =
-        spawn(&s, &["run", "--benchmark", "demo", "--format", "json", "--profile", "scripter", "--out"], &run_dir);
+    let args =
+        ["run", "--benchmark", "demo", "--format", "json", "--profile", "scripter", "--checkpoint-interval", "0"];
+    let mut child = spawn(&s, &[&args[..], &["--out"]].concat(), &run_dir);
     kill_after_checkpoint(&mut child, &trace, 5);
     // By step 5 the agent wrote notes/a.txt and fixed calc.py; undo and add to that.
     let ws = run_dir.join("workspaces").join(CELL);
@@ -370,7 +478,18 @@ fn an_http_cell_resumed_costs_what_an_uninterrupted_one_costs() {
              input_price_per_mtok = 0.5\noutput_price_per_mtok = 2.0\n"
         ),
     );
-    let args = ["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "mock", "--out"];
+    let args = [
+        "matrix",
+        "--benchmark",
+        "demo",
+        "--format",
+        "json",
+        "--profiles",
+        "mock",
+        "--checkpoint-interval",
+        "0",
+        "--out",
+    ];
     let whole_dir = s.path().join("whole");
     Test::new().root(s.path()).args(&args).arg_path(&whole_dir).run().code(0);
     let cell = "good__mock";
@@ -472,7 +591,9 @@ fn a_multi_session_cell_killed_in_a_later_session_resumes_there() {
     let whole_dir = s.path().join("whole");
     Test::new()
         .root(s.path())
-        .args(&["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"])
+        .args(&["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter"])
+        .args(&EVERY_STEP)
+        .args(&["--out"])
         .arg_path(&whole_dir)
         .run()
         .code(0);
@@ -535,4 +656,46 @@ fn a_multi_session_cell_killed_in_a_later_session_resumes_there() {
         assert_eq!(std::fs::read_to_string(ws.join("notes/done.txt")).unwrap(), "done\n");
         assert!(!run_dir.join("cells").join(SESSIONS_CELL).join("checkpoint").exists(), "finished: no checkpoints");
     }
+}
+
+#[test]
+fn a_multi_session_cell_saved_by_interval_resumes_in_the_session_of_its_last_save() {
+    let s = sessions_scratch();
+    let whole_dir = s.path().join("whole");
+    let args = ["matrix", "--benchmark", "demo", "--format", "json", "--profiles", "scripter", "--out"];
+    Test::new().root(s.path()).args(&args).arg_path(&whole_dir).run().code(0);
+    let whole = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&whole_dir).run().code(0).json())
+        [SESSIONS_CELL]
+        .clone();
+    assert_eq!(whole["outcome"], "passed", "{}", whole["reason"]);
+
+    // Saved at most every half second, killed as session 3's first step ends: the last save
+    // written by then is of an earlier session, and the steps after it (its session's last
+    // ones, the feature checks, session 3's start) are done again.
+    let run_dir = s.path().join("killed");
+    let trace = run_dir.join("cells").join(SESSIONS_CELL).join("trace.jsonl");
+    let mut child = spawn_matrix_with(&s, &run_dir, &["--checkpoint-interval", "500ms"]);
+    kill_once(&mut child, &trace, "step 13", |e| e["kind"] == "state_updated" && e["data"]["step"] == 13);
+    let before = trace_events(&trace);
+    let saved: Vec<u64> =
+        before.iter().filter(|e| e["kind"] == "checkpoint").map(|e| e["step"].as_u64().unwrap()).collect();
+    assert!(!saved.is_empty() && saved.len() < 13, "some steps saved, not all: {saved:?}");
+    let last = *saved.last().unwrap();
+    assert!(last <= 12, "the last save is of session 1 or 2: {saved:?}");
+
+    let out = resume(&s, &run_dir).code(0);
+    assert!(out.stderr.contains(&format!("{SESSIONS_CELL}: continuing after step {last}")), "{}", out.stderr);
+    let ev = trace_events(&trace);
+    let restarted: Vec<u64> = ev[before.len()..]
+        .iter()
+        .filter(|e| e["kind"] == "session_started")
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    let session_of_last = if last <= 5 { 1 } else { 2 };
+    assert_eq!(restarted, (session_of_last + 1..=3).collect::<Vec<_>>(), "resumed after step {last}");
+    let again = by_cell(&Test::new().args(&["replay", "--format", "json"]).arg_path(&run_dir).run().code(0).json())
+        [SESSIONS_CELL]
+        .clone();
+    assert_eq!(again["resumes"], 1);
+    assert_eq!(session_essentials(&again), session_essentials(&whole), "resumed after step {last}");
 }

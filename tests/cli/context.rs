@@ -274,7 +274,8 @@ fn a_later_run_reuses_the_stored_first_step_map_and_records_the_same_map() {
         Test::new()
             .root(s.path())
             .env("HCBENCH_WORKSPACES", workspaces.to_str().unwrap())
-            .args(&["run", "--benchmark", "demo", "--sandbox", "none", "--out"])
+            // A save after every step: the first one takes (and stores) the fixture's digests.
+            .args(&["run", "--benchmark", "demo", "--sandbox", "none", "--checkpoint-interval", "0", "--out"])
             .arg_path(&run_dir)
             .run()
             .code(0);

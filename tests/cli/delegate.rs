@@ -67,8 +67,12 @@ fn a_scripted_delegation_returns_evidence_links_its_trace_and_counts_in_the_summ
     assert!(cell.get("delegations_failed").is_none(), "{cell}");
 
     let parent = crate::trace_events(&cell_dir(&run_dir).join("trace.jsonl"));
+    // Whether the step was saved (a `checkpoint` after its `state_updated`) depends on time
+    // (`--checkpoint-interval`).
+    let mut events = step_events(&parent, 1);
+    events.retain(|e| e != "checkpoint");
     assert_eq!(
-        step_events(&parent, 1),
+        events,
         [
             "repo_map_used",
             "context_packed",
@@ -78,7 +82,6 @@ fn a_scripted_delegation_returns_evidence_links_its_trace_and_counts_in_the_summ
             "delegation_completed",
             "tool_result:delegate_readonly",
             "state_updated",
-            "checkpoint",
         ],
         "the delegation sits between the call's decision and its result"
     );

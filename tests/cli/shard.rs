@@ -192,6 +192,9 @@ fn an_interrupted_shard_resumes_and_then_merges_cleanly() {
             "2/2",
             "--jobs",
             "1",
+            // A checkpoint after every step, so the interrupted cell may continue from one.
+            "--checkpoint-interval",
+            "0",
         ])
         .arg("--out")
         .arg(&s2)
