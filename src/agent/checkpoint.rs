@@ -1889,6 +1889,22 @@ mod tests {
         (fixture, ws, cell)
     }
 
+    /// A fixture of three files in two folders, as a benchmark's are: written long before its
+    /// cells start (past the racy window).
+    fn settled_fixture(dir: &Path) -> PathBuf {
+        let fixture = dir.join("fx");
+        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
+        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
+        fixture
+    }
+
+    /// Cell `n`'s fresh copy of `fixture` in `dir`: (workspace, cell folder).
+    fn numbered_copy(dir: &Path, fixture: &Path, n: u32) -> (PathBuf, PathBuf) {
+        let (ws, cell) = (dir.join(format!("ws{n}")), dir.join(format!("cell{n}")));
+        std::fs::create_dir_all(&cell).unwrap();
+        (crate::workspace::fresh(fixture, &ws, &cell.join("workspace")).unwrap(), cell)
+    }
+
     /// A walk of `ws` from nothing: what every cheaper way to the digests must equal.
     fn walked(ws: &Path) -> BTreeMap<String, Entry> {
         let scratch = tempfile::tempdir().unwrap();
@@ -2003,16 +2019,8 @@ mod tests {
     #[test]
     fn a_fresh_copy_takes_its_fixture_digests_and_a_write_right_after_it_is_seen() {
         let dir = tempfile::tempdir().unwrap();
-        let fixture = dir.path().join("fx");
-        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
-        // A fixture as a benchmark's are: written long before its cells start.
-        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
-        let cell = |n: u32| {
-            let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
-            std::fs::create_dir_all(&cell).unwrap();
-            let ws = crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap();
-            (ws, cell)
-        };
+        let fixture = settled_fixture(dir.path());
+        let cell = |n: u32| numbered_copy(dir.path(), &fixture, n);
         let from_scratch = |ws: &Path| Digests::new(ws, &dir.path().join("scratch")).scan().unwrap();
         // The fixture's first cell reads its copies; the next ones read none.
         let (ws1, cell1) = cell(1);
@@ -2046,14 +2054,8 @@ mod tests {
     #[test]
     fn a_cell_takes_its_first_digests_at_its_first_save_from_the_copy_and_the_steps_before_it() {
         let dir = tempfile::tempdir().unwrap();
-        let fixture = dir.path().join("fx");
-        tree(&fixture, &[("a.py", "x = 1\n"), ("pkg/b.py", "y = 1\n"), ("pkg/c.txt", "c")]);
-        std::thread::sleep(std::time::Duration::from_millis(2 * (RACY_NS / 1_000_000) as u64));
-        let cell = |n: u32| {
-            let (ws, cell) = (dir.path().join(format!("ws{n}")), dir.path().join(format!("cell{n}")));
-            std::fs::create_dir_all(&cell).unwrap();
-            (crate::workspace::fresh(&fixture, &ws, &cell.join("workspace")).unwrap(), cell)
-        };
+        let fixture = settled_fixture(dir.path());
+        let cell = |n: u32| numbered_copy(dir.path(), &fixture, n);
         let paths = |p: &[&str]| Changes::Paths(p.iter().map(|s| s.to_string()).collect());
         let hour = Duration::from_secs(3600);
         // The fixture's first cell, no digest of it known: nothing is read before a save.
