@@ -917,7 +917,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_program_that_cannot_be_executed_or_a_folder_that_is_not_there_is_the_error_std_gives() {
+    async fn a_program_that_cannot_be_executed_or_a_folder_that_is_not_there_is_the_error_std_gives_and_a_plain_script_runs_in_sh()
+     {
         let dir = tempfile::tempdir().unwrap();
         // A script whose interpreter is missing: exec says ENOENT; so does chdir for a folder
         // that is gone.
@@ -928,6 +929,13 @@ mod tests {
         let spec = CommandSpec::new(argv, dir.path(), Duration::from_secs(5), &Sandbox::None);
         let err = run(&spec).await.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+        // A script without `#!` runs in /bin/sh, as execvp runs it.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "echo \"plain $1\"\n").unwrap();
+        std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let argv = vec![plain.to_string_lossy().into_owned(), "script".into()];
+        let out = run(&CommandSpec::new(argv, dir.path(), Duration::from_secs(5), &Sandbox::None)).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "plain script\n", "{}", out.combined());
         let gone = dir.path().join("gone");
         let err = run(&CommandSpec { cwd: gone, ..sh("true") }).await.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");

@@ -194,6 +194,11 @@ pub(crate) fn spawn(start: &Start) -> io::Result<Spawned> {
         .collect::<io::Result<_>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
+    // A program the kernel cannot execute itself (a script without `#!`) is run by /bin/sh, as
+    // execvp (which std uses) does: `/bin/sh PROGRAM ARGS...`.
+    let shell = c"/bin/sh";
+    let mut shell_ptrs: Vec<*const libc::c_char> = vec![shell.as_ptr(), program.as_ptr()];
+    shell_ptrs.extend(argv_ptrs[1..].iter().copied());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
     let (stdin_read, stdin_write) = if start.stdin {
@@ -261,6 +266,9 @@ pub(crate) fn spawn(start: &Start) -> io::Result<Spawned> {
             let empty: libc::sigset_t = std::mem::zeroed();
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            if errno() == libc::ENOEXEC {
+                libc::execve(shell.as_ptr(), shell_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            }
             fail(errno())
         }
     };
