@@ -5,7 +5,8 @@
 //! spawned (SIGTERM to the group, a grace period, then SIGKILL); captured output is bounded;
 //! the environment is an allowlist, made deterministic. A timeout is a result
 //! (`timed_out = true`), not an error. Every command runs in the [`Sandbox`] its spec names
-//! ([`crate::sandbox`]), with its [`Limits`] set between fork and exec.
+//! ([`crate::sandbox`]), with its [`Limits`] set in the child before it execs, which is started
+//! without a fork ([`spawn`]).
 //!
 //! The time a cell waits on its commands is charged to the cell's [`WaitClock`] (when the cell
 //! runs inside one, [`WaitClock::scope`]), so the harness's own cost per cell can be told apart
@@ -17,7 +18,6 @@
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -28,7 +28,8 @@ use crate::sandbox::{self, Limits, Mount, Sandbox, Session, find_program};
 use crate::supervisor;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+
+mod spawn;
 
 /// How long a timed-out group gets between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_millis(500);
@@ -341,9 +342,9 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     // A program that does not exist is an error of the case or the harness, not a failing
     // command: find it first, in the PATH the command gets, as the host would have said.
     let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
-    if find_program(program, search, &spec.cwd).is_none() {
+    let Some(found) = find_program(program, search, &spec.cwd) else {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("`{program}` not found")));
-    }
+    };
     let _charged = Charged(Instant::now());
     tracing::debug!(argv = ?spec.argv, cwd = %spec.cwd.display(), "spawning");
     if let Some(cell) = spec.sandbox.cell()
@@ -365,26 +366,29 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         }
     }
     let (program, args) = spec.sandbox.wrap(&spec.argv, &spec.cwd, &spec.workspace, &spec.mounts);
-    let limits = spec.limits;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec; it only calls setrlimit,
-    // which is async-signal-safe, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || limits.apply());
-    }
+    // The program actually started (the command's own, or bwrap), found as exec would find it
+    // in the command's PATH: the child only execs a path.
+    let resolved = if program.as_os_str() == std::ffi::OsStr::new(&spec.argv[0]) {
+        found
+    } else {
+        find_program(&program.to_string_lossy(), search, &spec.cwd).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("`{}` not found", program.to_string_lossy()))
+        })?
+    };
+    let argv: Vec<std::ffi::OsString> = std::iter::once(program).chain(args).collect();
+    let start = spawn::Start {
+        program: &resolved,
+        argv: &argv,
+        env: &env,
+        cwd: &spec.cwd,
+        stdin: spec.stdin.is_some(),
+        limits: spec.limits,
+    };
     let started = Instant::now();
-    let mut child = cmd.spawn()?;
-    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
-    // If this future is dropped (the run was cancelled), the guard kills the whole group.
+    // Dropped (the run cancelled), the child is killed and reaped, and the guard below kills
+    // the rest of its group.
+    let mut child = spawn::spawn(&start)?;
+    let pgid = Some(child.pid);
     let _guard = GroupGuard::new(pgid);
     let limit = spec.output_limit;
     // Written by a task of its own, so a command that never reads its stdin cannot stall the
@@ -876,5 +880,119 @@ mod tests {
     async fn missing_program_is_an_error() {
         let err = run(&spec(&["definitely-not-a-program-hcbench"], 1000)).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// `sh -c script` without a sandbox, in a temporary folder, with 20 s to run.
+    fn sh(script: &str) -> CommandSpec {
+        CommandSpec::new(
+            vec!["sh".into(), "-c".into(), script.into()],
+            &std::env::temp_dir(),
+            Duration::from_secs(20),
+            &Sandbox::None,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_child_gets_its_limits_its_own_group_and_only_its_three_streams() {
+        let limits = Limits { memory_mb: 3000, processes: 400, file_size_mb: 7, cpu_s: 90, open_files: 77 };
+        // ls lists its own descriptors: 0-2, and the one it opened on /proc/self/fd.
+        let script =
+            "ulimit -n; ulimit -v; ulimit -f; ulimit -t; ulimit -p; cut -d' ' -f1,5 /proc/$$/stat; ls /proc/self/fd";
+        let out = run(&CommandSpec { limits, ..sh(script) }).await.unwrap();
+        assert!(out.success(), "{}", out.combined());
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // ulimit -v counts KiB, -f blocks of 1 KiB (bash) or 512 B (dash); -p is dash's -u.
+        assert_eq!(lines[0], "77", "{text}");
+        assert_eq!(lines[1], (3000 * 1024).to_string(), "{text}");
+        assert!(lines[2] == (7 * 1024).to_string() || lines[2] == (7 * 2048).to_string(), "{text}");
+        assert_eq!((lines[3], lines[4]), ("90", "400"), "{text}");
+        let ids: Vec<&str> = lines[5].split_whitespace().collect();
+        assert_eq!(ids[0], ids[1], "the shell leads its own process group: {text}");
+        assert_ne!(ids[1], nix::unistd::getpgrp().to_string(), "{text}");
+        let mut fds: Vec<u32> = lines[6..].iter().map(|l| l.parse().unwrap()).collect();
+        fds.sort();
+        assert_eq!(&fds[..3], [0, 1, 2], "{text}");
+        assert!(fds.len() == 4 && fds[3] > 2, "nothing of hcbench's is open in the child: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_cannot_be_executed_or_a_folder_that_is_not_there_is_the_error_std_gives_and_a_plain_script_runs_in_sh()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        // A script whose interpreter is missing: exec says ENOENT; so does chdir for a folder
+        // that is gone.
+        let script = dir.path().join("broken");
+        std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let argv = vec![script.to_string_lossy().into_owned()];
+        let spec = CommandSpec::new(argv, dir.path(), Duration::from_secs(5), &Sandbox::None);
+        let err = run(&spec).await.unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+        // A script without `#!` runs in /bin/sh, as execvp runs it.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "echo \"plain $1\"\n").unwrap();
+        std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let argv = vec![plain.to_string_lossy().into_owned(), "script".into()];
+        let out = run(&CommandSpec::new(argv, dir.path(), Duration::from_secs(5), &Sandbox::None)).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "plain script\n", "{}", out.combined());
+        let gone = dir.path().join("gone");
+        let err = run(&CommandSpec { cwd: gone, ..sh("true") }).await.unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+        // A NUL in an argument cannot reach exec.
+        let err = run(&sh("echo a\0b")).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+    }
+
+    #[tokio::test]
+    async fn stdin_is_given_whole_or_ignored_and_a_child_that_never_reads_it_still_ends() {
+        let input = "x".repeat(256 * 1024);
+        let out = run(&CommandSpec { stdin: Some(input.clone()), ..sh("wc -c") }).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), input.len().to_string());
+        // More than a pipe holds, never read: the command's end is what counts.
+        let started = Instant::now();
+        let out = run(&CommandSpec { stdin: Some(input), ..sh("echo done") }).await.unwrap();
+        assert!(out.success() && out.stdout == b"done\n", "{}", out.combined());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Without stdin the child reads /dev/null: at once, nothing.
+        let out = run(&sh("wc -c")).await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_ends_a_shell_and_its_backgrounded_grandchild_and_reports_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("bg.pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+        let started = Instant::now();
+        let out = run(&CommandSpec { timeout: Duration::from_millis(500), ..sh(&script) }).await.unwrap();
+        assert!(out.timed_out && out.exit_code.is_none(), "SIGTERM ended the shell: {}", out.combined());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while alive(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive(pid), "the backgrounded sleep {pid} survived");
+        // A command that ignores SIGTERM gets SIGKILL after the grace period.
+        let out =
+            run(&CommandSpec { timeout: Duration::from_millis(300), ..sh("trap '' TERM; sleep 300") }).await.unwrap();
+        assert!(out.timed_out && out.exit_code.is_none(), "{}", out.combined());
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_kills_and_reaps_its_child() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+        let spec = sh(&script);
+        let _ = tokio::time::timeout(Duration::from_millis(300), run(&spec)).await;
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        // Killed, then reaped on the blocking pool: /proc/<pid> goes away altogether.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still there (a zombie?)");
     }
 }
