@@ -995,4 +995,29 @@ mod tests {
         }
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still there (a zombie?)");
     }
+
+    #[tokio::test]
+    async fn without_pidfds_a_command_is_waited_for_on_the_blocking_pool_with_the_same_results() {
+        spawn::tests::FORCE_NO_PIDFD.set(true);
+        let out = run(&sh("echo out; echo err >&2; exit 3")).await.unwrap();
+        assert_eq!(
+            (out.exit_code, out.stdout.as_slice(), out.stderr.as_slice()),
+            (Some(3), &b"out\n"[..], &b"err\n"[..])
+        );
+        let out =
+            run(&CommandSpec { timeout: Duration::from_millis(300), ..sh("trap '' TERM; sleep 300") }).await.unwrap();
+        assert!(out.timed_out && out.exit_code.is_none(), "{}", out.combined());
+        // Cancelled: killed, and reaped by the thread that waits for it.
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let spec = sh(&format!("echo $$ > {}; exec sleep 300", pidfile.display()));
+        let _ = tokio::time::timeout(Duration::from_millis(300), run(&spec)).await;
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still there (a zombie?)");
+        spawn::tests::FORCE_NO_PIDFD.set(false);
+    }
 }

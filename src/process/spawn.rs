@@ -71,41 +71,79 @@ impl Spawned {
     }
 }
 
-/// The child's pidfd, registered with tokio, and whether the child was reaped yet.
+/// How the end of a child is waited for, and whether the child was reaped yet.
 struct Exit {
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    waiter: Waiter,
     pid: Pid,
     status: Option<ExitStatus>,
 }
 
+/// The child's pidfd, registered with tokio; or, on a kernel without pidfds (before Linux
+/// 5.4: `pidfd_open` came in 5.3, `waitid` on one in 5.4), a thread of tokio's blocking pool
+/// that waits for the pid from the start and reaps it whenever it ends.
+enum Waiter {
+    Pidfd(Option<AsyncFd<OwnedFd>>),
+    Thread(tokio::task::JoinHandle<io::Result<ExitStatus>>),
+}
+
 impl Exit {
+    fn new(pid: Pid) -> io::Result<Exit> {
+        let waiter = if pidfds_work() { Waiter::Pidfd(Some(pidfd_of(pid)?)) } else { Waiter::thread(pid) };
+        Ok(Exit { waiter, pid, status: None })
+    }
+
     async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }
-        let pidfd = self.pidfd.as_ref().expect("kept until the child is reaped");
-        loop {
-            let mut ready = pidfd.readable().await?;
-            match reap(pidfd.get_ref(), libc::WNOHANG)? {
-                Some(status) => {
-                    self.status = Some(status);
-                    return Ok(status);
+        let status = match &mut self.waiter {
+            Waiter::Pidfd(pidfd) => {
+                let pidfd = pidfd.as_ref().expect("kept until the child is reaped");
+                loop {
+                    let mut ready = pidfd.readable().await?;
+                    match reap(pidfd.get_ref(), libc::WNOHANG)? {
+                        Some(status) => break status,
+                        None => ready.clear_ready(),
+                    }
                 }
-                None => ready.clear_ready(),
             }
-        }
+            // Awaited through a reference: a dropped wait leaves the thread to a later one.
+            Waiter::Thread(thread) => thread.await.map_err(io::Error::other)??,
+        };
+        self.status = Some(status);
+        Ok(status)
+    }
+}
+
+impl Waiter {
+    fn thread(pid: Pid) -> Waiter {
+        Waiter::Thread(tokio::task::spawn_blocking(move || {
+            let mut raw = 0;
+            loop {
+                // SAFETY: waitpid writes only into `raw`, which lives across the call.
+                if unsafe { libc::waitpid(pid.as_raw(), &mut raw, 0) } == pid.as_raw() {
+                    return Ok(ExitStatus::from_raw(raw));
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }))
     }
 }
 
 impl Drop for Exit {
     /// A child that was not waited for (its run was cancelled) is killed, and reaped where
-    /// waiting blocks nothing: on tokio's blocking pool, or here outside a runtime.
+    /// waiting blocks nothing: on tokio's blocking pool, or here outside a runtime. (A waiting
+    /// thread reaps it by itself.)
     fn drop(&mut self) {
         if self.status.is_some() {
             return;
         }
         let _ = kill(self.pid, Signal::SIGKILL);
-        let Some(pidfd) = self.pidfd.take() else { return };
+        let Waiter::Pidfd(pidfd) = &mut self.waiter else { return };
+        let Some(pidfd) = pidfd.take() else { return };
         let pidfd = pidfd.into_inner();
         let finish = move || drop(reap(&pidfd, 0));
         match tokio::runtime::Handle::try_current() {
@@ -113,6 +151,41 @@ impl Drop for Exit {
             Err(_) => finish(),
         }
     }
+}
+
+/// Whether this kernel has pidfds that can be waited on, asked once per process: a pidfd of
+/// hcbench itself, on which `waitid` says "not a child" (ECHILD) where it knows pidfds and
+/// EINVAL where it does not. Tests can force the answer (`FORCE_NO_PIDFD`).
+fn pidfds_work() -> bool {
+    #[cfg(test)]
+    if tests::FORCE_NO_PIDFD.get() {
+        return false;
+    }
+    static WORK: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id() as libc::pid_t, 0) } as libc::c_int;
+        if raw < 0 {
+            return false;
+        }
+        // SAFETY: pidfd_open just returned this new descriptor, owned by nothing else.
+        let own = unsafe { OwnedFd::from_raw_fd(raw) };
+        matches!(reap(&own, libc::WNOHANG), Err(e) if e.raw_os_error() == Some(libc::ECHILD))
+    });
+    *WORK
+}
+
+/// A pidfd of the child `pid`, registered with tokio.
+fn pidfd_of(pid: Pid) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) } as libc::c_int;
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pidfd_open just returned this new descriptor, owned by nothing else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: the AsyncFd owns the pidfd, which stays open until the AsyncFd drops or hands it
+    // back (`into_inner`).
+    unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.map_err(|e| e.into_parts().1)
 }
 
 /// `waitid` on a pidfd: the child's status once it ended (and it is reaped then), None while it
@@ -286,28 +359,15 @@ pub(crate) fn spawn(start: &Start) -> io::Result<Spawned> {
         let _ = nix::sys::wait::waitpid(pid, None);
         return Err(io::Error::from_raw_os_error(errno));
     }
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) } as libc::c_int;
-    if raw < 0 {
-        let e = io::Error::last_os_error();
-        let _ = kill(pid, Signal::SIGKILL);
-        let _ = nix::sys::wait::waitpid(pid, None);
-        return Err(e);
-    }
-    // SAFETY: pidfd_open just returned this new descriptor, owned by nothing else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: the AsyncFd owns the pidfd, which stays open until the AsyncFd drops or hands it
-    // back (`into_inner`).
-    let pidfd = match unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) } {
-        Ok(pidfd) => pidfd,
+    let exit = match Exit::new(pid) {
+        Ok(exit) => exit,
         Err(e) => {
             let _ = kill(pid, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(pid, None);
-            return Err(e.into_parts().1);
+            return Err(e);
         }
     };
     // From here on, dropping `exit` kills and reaps the child.
-    let exit = Exit { pidfd: Some(pidfd), pid, status: None };
     Ok(Spawned {
         pid,
         stdin: stdin_write.map(pipe::Sender::from_owned_fd).transpose()?,
@@ -322,4 +382,19 @@ fn pthread_sigmask_all() -> io::Result<SigSet> {
     let mut old = SigSet::empty();
     pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
     Ok(old)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    thread_local! {
+        /// Makes this thread's spawns wait as on a kernel without pidfds (a blocking waitpid).
+        pub(in crate::process) static FORCE_NO_PIDFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    #[test]
+    fn this_kernel_has_pidfds() {
+        // The machines hcbench's tests run on have Linux 5.4 or later; the other path is
+        // tested by forcing it (process::tests).
+        assert!(super::pidfds_work());
+    }
 }
