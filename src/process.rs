@@ -980,20 +980,25 @@ mod tests {
         assert!(out.timed_out && out.exit_code.is_none(), "{}", out.combined());
     }
 
-    #[tokio::test]
-    async fn a_cancelled_run_kills_and_reaps_its_child() {
+    /// Runs a command that would sleep for minutes, cancels the run after 300 ms, and asserts
+    /// its process was killed and reaped: /proc/<pid> goes away altogether (a zombie stays).
+    async fn cancel_and_check_reaped() {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
-        let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
-        let spec = sh(&script);
+        let spec = sh(&format!("echo $$ > {}; exec sleep 300", pidfile.display()));
         let _ = tokio::time::timeout(Duration::from_millis(300), run(&spec)).await;
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-        // Killed, then reaped on the blocking pool: /proc/<pid> goes away altogether.
         let deadline = Instant::now() + Duration::from_secs(3);
         while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still there (a zombie?)");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_kills_and_reaps_its_child() {
+        // Killed, then reaped on the blocking pool.
+        cancel_and_check_reaped().await;
     }
 
     #[tokio::test]
@@ -1008,16 +1013,7 @@ mod tests {
             run(&CommandSpec { timeout: Duration::from_millis(300), ..sh("trap '' TERM; sleep 300") }).await.unwrap();
         assert!(out.timed_out && out.exit_code.is_none(), "{}", out.combined());
         // Cancelled: killed, and reaped by the thread that waits for it.
-        let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("pid");
-        let spec = sh(&format!("echo $$ > {}; exec sleep 300", pidfile.display()));
-        let _ = tokio::time::timeout(Duration::from_millis(300), run(&spec)).await;
-        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still there (a zombie?)");
+        cancel_and_check_reaped().await;
         spawn::tests::FORCE_NO_PIDFD.set(false);
     }
 }
