@@ -386,25 +386,25 @@ fn store_finished(
         Ok(()) => {
             let (run_dir, cell_id, cell_dir) =
                 (pack.run_dir().to_path_buf(), cell.cell_id.clone(), cell.cell_dir.clone());
-            let handle = tokio::task::spawn_blocking(move || {
-                crate::trace::stored::tidy_cell_dir(&run_dir, &cell_id, &cell_dir);
-            });
-            let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
-            // Only the removals still under way are kept: the list stays as short as the
-            // journal's backlog, however long the run.
-            tidying.retain(|h| !h.is_finished());
-            tidying.push(handle);
+            tidy_later(tidying, move || crate::trace::stored::tidy_cell_dir(&run_dir, &cell_id, &cell_dir));
         }
         Err(e) => {
             tracing::warn!(cell = %cell.cell_id, "cannot store the finished trace of {} in the run's pack: {e}; it stays plain", cell.cell_dir.display());
             // The cell's folder stays, but not its retired checkpoints (`agent::retire_checkpoints`).
             let retired = cell.cell_dir.join(crate::agent::RETIRED_CHECKPOINTS);
-            let handle = tokio::task::spawn_blocking(move || crate::process::remove_folder(&retired));
-            let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
-            tidying.retain(|h| !h.is_finished());
-            tidying.push(handle);
+            tidy_later(tidying, move || crate::process::remove_folder(&retired));
         }
     }
+}
+
+/// Runs `tidy` on the blocking pool, kept in `tidying` for `execute_with` to wait for. Only the
+/// removals still under way are kept: the list stays as short as the journal's backlog, however
+/// long the run.
+fn tidy_later(tidying: &Mutex<Vec<tokio::task::JoinHandle<()>>>, tidy: impl FnOnce() + Send + 'static) {
+    let handle = tokio::task::spawn_blocking(tidy);
+    let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
+    tidying.retain(|h| !h.is_finished());
+    tidying.push(handle);
 }
 
 /// A cell the harness ended (a panic): recorded in its trace so replay agrees with the run.

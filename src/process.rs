@@ -1015,5 +1015,6 @@ mod tests {
         // Cancelled: killed, and reaped by the thread that waits for it.
         cancel_and_check_reaped().await;
         spawn::tests::FORCE_NO_PIDFD.set(false);
+        assert_eq!(spawn::tests::THREAD_WAITS.get(), 3, "all three were waited for on the blocking pool");
     }
 }

@@ -117,6 +117,8 @@ impl Exit {
 
 impl Waiter {
     fn thread(pid: Pid) -> Waiter {
+        #[cfg(test)]
+        tests::THREAD_WAITS.set(tests::THREAD_WAITS.get() + 1);
         Waiter::Thread(tokio::task::spawn_blocking(move || {
             let mut raw = 0;
             loop {
@@ -389,6 +391,8 @@ pub(super) mod tests {
     thread_local! {
         /// Makes this thread's spawns wait as on a kernel without pidfds (a blocking waitpid).
         pub(in crate::process) static FORCE_NO_PIDFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// Children this thread started that a thread of the blocking pool waits for.
+        pub(in crate::process) static THREAD_WAITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
     #[test]
