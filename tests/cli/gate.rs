@@ -745,7 +745,7 @@ fn assert_scrubbed(p: &Project, before: &BTreeMap<String, String>) {
     assert!(scanned >= 3, "the gate wrote its state ({scanned} files scanned)");
     assert!(p.tmp_entries().is_empty(), "the private directory is gone: {:?}", p.tmp_entries());
     // Nor is any test-split workspace in the workspaces folder (HCBENCH_WORKSPACES, see Test::run).
-    let workspaces = std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id()));
+    let workspaces = super::process_dir("workspaces");
     let leaked: Vec<String> = tree_hashes(&workspaces).into_keys().filter(|k| k.contains("secret-te")).collect();
     assert!(leaked.is_empty(), "test-split workspaces left behind: {leaked:?}");
 }

@@ -231,7 +231,7 @@ fn files_changed_after_step_0_do_not_reach_a_running_gate() {
     p.write("workspace/suite.json", &suite.to_string());
 
     let tmp = tempfile::tempdir().unwrap();
-    let workspaces = std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id()));
+    let workspaces = super::process_dir("workspaces");
     let mut child = Command::new(BIN)
         .args(["gate", "--accept-state-change", "workspace/suite.json"])
         .current_dir(p.path())

@@ -49,6 +49,46 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A folder of this test process's own in the temporary directory, `hcbench-test-NAME-PID`:
+/// `workspaces` (the cells' workspaces, `HCBENCH_WORKSPACES`) and `history` (`HCBENCH_HISTORY`),
+/// shared by every hcbench the process starts. Both are removed when the process exits, and on
+/// first use so are those of earlier test processes that are gone (a killed or crashed run's),
+/// so repeated runs do not pile up in the temporary directory.
+pub fn process_dir(name: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        remove_dead_processes_dirs();
+        // SAFETY: `remove_own_dirs` takes no arguments, returns nothing and does not unwind.
+        unsafe { libc::atexit(remove_own_dirs) };
+    });
+    own_dir(name)
+}
+
+const PROCESS_DIRS: [&str; 2] = ["workspaces", "history"];
+
+fn own_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hcbench-test-{name}-{}", std::process::id()))
+}
+
+extern "C" fn remove_own_dirs() {
+    for name in PROCESS_DIRS {
+        let _ = std::fs::remove_dir_all(own_dir(name));
+    }
+}
+
+fn remove_dead_processes_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("hcbench-test-")) else { continue };
+        let Some((kind, pid)) = rest.rsplit_once('-') else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if PROCESS_DIRS.contains(&kind) && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// A command under test.
 pub struct Test {
     pub root: PathBuf,
@@ -104,12 +144,9 @@ impl Test {
             .env("HCBENCH_TEST_API_KEY", "sk-canary-never-leaks")
             // Runs append to a history of the test process's own, not the checkout's
             // reports/history/; a test that checks the history sets its own.
-            .env("HCBENCH_HISTORY", std::env::temp_dir().join(format!("hcbench-test-history-{}", std::process::id())))
+            .env("HCBENCH_HISTORY", process_dir("history"))
             // Cell workspaces too, in one folder per test process.
-            .env(
-                "HCBENCH_WORKSPACES",
-                std::env::temp_dir().join(format!("hcbench-test-workspaces-{}", std::process::id())),
-            )
+            .env("HCBENCH_WORKSPACES", process_dir("workspaces"))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .expect("hcbench starts");
