@@ -19,6 +19,9 @@ use hcbench::trace::reader::for_each_line_from;
 use hcbench::trace::stored;
 use hcbench::trace::{EventBody, TraceWriter, for_each_line, read_trace};
 
+/// The trace dictionary hcbench compresses finished traces with (src/trace/dict/README.md).
+const TRACE_DICTIONARY: &[u8] = include_bytes!("../src/trace/dict/traces-1.zdict");
+
 fn step_events(step: u32, output: String) -> Vec<EventBody> {
     vec![
         EventBody::ContextPacked {
@@ -398,7 +401,43 @@ fn main() {
             .map(|(_, r)| r.unwrap().steps)
             .sum()
     };
-    let mut arms: [Vec<f64>; 10] = Default::default();
+    // What a faster codec would give (issue 19: replay of many small stored traces at the scan
+    // floor; docs/performance.md, "Many small stored traces"): the same cells as lz4 HC blocks
+    // with the trace dictionary's last 64 KiB as their history (lz4 reads at most 64 KiB of a
+    // dictionary, and a zstd dictionary ends with its content), against zstd's frames, each
+    // decoded into one buffer and replayed where it lies, beside the parse of the plain bytes
+    // alone. No pack, no file: only the codec differs between the three.
+    let lz4_dict = &TRACE_DICTIONARY[TRACE_DICTIONARY.len() - 64 * 1024..];
+    let lz4_blocks: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|text| {
+            let mut block = Vec::new();
+            lzzzz::lz4_hc::Compressor::with_dict(lz4_dict, lzzzz::lz4_hc::CLEVEL_DEFAULT)
+                .unwrap()
+                .next_to_vec(text, &mut block)
+                .unwrap();
+            block
+        })
+        .collect();
+    let lz4_bytes = lz4_blocks.iter().map(Vec::len).sum::<usize>() as f64;
+    let mut lz4_plain = Vec::new();
+    let lz4_decode = |block: &[u8], len: usize, plain: &mut Vec<u8>| {
+        plain.resize(len, 0);
+        assert_eq!(lzzzz::lz4::decompress_with_dict(block, plain, lz4_dict).unwrap(), len);
+    };
+    for (block, text) in lz4_blocks.iter().zip(&texts) {
+        lz4_decode(block, text.len(), &mut lz4_plain);
+        assert_eq!(&lz4_plain, text, "lz4 with the dictionary reads back");
+    }
+    let parse_steps = |bytes: &[u8]| -> u32 {
+        let mut builder = SummaryBuilder::new();
+        for_each_line_from(bytes, std::path::Path::new("cell"), None, Lean::parse, |h, e| {
+            builder.observe_lean(&h.run_id, &h.cell_id, e)
+        })
+        .unwrap();
+        builder.finish().unwrap().steps
+    };
+    let mut arms: [Vec<f64>; 14] = Default::default();
     for _ in 0..5 {
         let t = Instant::now();
         for text in &texts {
@@ -450,6 +489,47 @@ fn main() {
         let t = Instant::now();
         assert_eq!(all_cores(), steps);
         arms[9].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        assert_eq!(texts.iter().map(|text| parse_steps(text)).sum::<u32>(), steps);
+        arms[10].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let from_zstd: u32 = frames
+            .iter()
+            .map(|frame| {
+                let mut builder = SummaryBuilder::new();
+                for_each_line_from(
+                    stored::decode_frame(frame).unwrap(),
+                    std::path::Path::new("cell"),
+                    None,
+                    Lean::parse,
+                    |h, e| builder.observe_lean(&h.run_id, &h.cell_id, e),
+                )
+                .unwrap();
+                builder.finish().unwrap().steps
+            })
+            .sum();
+        assert_eq!(from_zstd, steps);
+        arms[11].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let from_lz4: u32 = lz4_blocks
+            .iter()
+            .zip(&texts)
+            .map(|(block, text)| {
+                lz4_decode(block, text.len(), &mut lz4_plain);
+                parse_steps(&lz4_plain)
+            })
+            .sum();
+        assert_eq!(from_lz4, steps);
+        arms[12].push(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        for (block, text) in lz4_blocks.iter().zip(&texts) {
+            lz4_decode(block, text.len(), &mut lz4_plain);
+        }
+        arms[13].push(t.elapsed().as_secs_f64());
     }
     let [
         floor,
@@ -462,6 +542,10 @@ fn main() {
         old_decoding,
         floor_all,
         pack_all,
+        parse_alone,
+        zstd_parse,
+        lz4_parse,
+        lz4_decoding,
     ] = arms.map(|mut v| median(&mut v));
     let cell_mbs = |secs: f64| cell_bytes / 1e6 / secs;
     let us = |secs: f64| secs * 1e6 / cells as f64;
@@ -503,5 +587,18 @@ fn main() {
         100.0 * decoding / pack_whole,
         cell_mbs(old_decoding),
         us(old_decoding)
+    );
+    println!(
+        "  the codec alone, bytes in memory decoded into one buffer and replayed there: plain bytes {:.1} us per cell ({:.2}x the floor); zstd with the dictionary {:.1} us ({:.2}x); lz4 HC with its last 64 KiB {:.1} us ({:.2}x), of which lz4's decoding {:.1} us ({:.0} MB/s); lz4 blocks {:.0} bytes per cell ({:.2}x zstd's frames)",
+        us(parse_alone),
+        floor / parse_alone,
+        us(zstd_parse),
+        floor / zstd_parse,
+        us(lz4_parse),
+        floor / lz4_parse,
+        us(lz4_decoding),
+        cell_mbs(lz4_decoding),
+        lz4_bytes / cells as f64,
+        lz4_bytes / frame_bytes
     );
 }

@@ -14,12 +14,12 @@
 //! expect, but must never accept what serde_json refuses nor read a value differently. It
 //! refuses: a line holding a byte below 0x20 (control bytes, but also tabs and line breaks
 //! between tokens), spaces between tokens, a `\u` escape in a string it hands to a visitor
-//! (skipped strings check the escape's four hex digits, as serde_json does), numbers it would
-//! hand to a visitor unless they are unsigned integers of at most 19 digits (skipped numbers
-//! are checked against JSON's grammar), nesting deeper than [`MAX_DEPTH`], raw values and
-//! newtypes, enums written as objects, and map keys read as anything but strings. Everything
-//! it accepts goes through the same visitors and derived types as the serde_json path, so the
-//! values are those serde_json would build. UTF-8 is the reader's: lines arrive as `&str`.
+//! (skipped strings check the escape's four hex digits, as serde_json does), nesting deeper
+//! than [`MAX_DEPTH`], raw values and newtypes, enums written as objects, and map keys read as
+//! anything but strings. Everything it accepts goes through the same visitors and derived types
+//! as the serde_json path, so the values are those serde_json would build; a number other than
+//! a plain unsigned integer is checked against JSON's grammar here and then read by serde_json
+//! alone, token by itself. UTF-8 is the reader's: lines arrive as `&str`.
 //!
 //! The hand-written walks of the hot kinds ([`super::hot`]) read lines with this module's
 //! primitives (string search, checked skipping, integers) under the same contract, and fall
@@ -333,6 +333,32 @@ impl<'de> Scan<'de> {
         Ok(digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
     }
 
+    /// Whether the number at the cursor is an unsigned integer [`Scan::unsigned`] reads (no
+    /// sign, fraction or exponent, at most 19 digits, no leading zero).
+    fn plain_unsigned_ahead(&self) -> bool {
+        let rest = &self.text.as_bytes()[self.pos..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        (1..=19).contains(&digits)
+            && (rest[0] != b'0' || digits == 1)
+            && !matches!(rest.get(digits), Some(b'.' | b'e' | b'E'))
+    }
+
+    /// Hands any other number (negative, a fraction, an exponent, more than 19 digits) to
+    /// `visitor` as serde_json does: the token is checked against JSON's grammar here, then
+    /// serde_json reads that token alone, so the value and the kind of visit (`u64`, `i64` or
+    /// `f64`, with serde_json's rounding) are serde_json's own. A `reward` or a price is such a
+    /// number, and before this every `run_finished` line went to serde_json whole, after both
+    /// fast parsers had read most of it.
+    fn other_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        let from = self.pos;
+        self.skip_number()?;
+        let token = &self.text[from..self.pos];
+        let mut de = serde_json::Deserializer::from_str(token);
+        let value = de::Deserializer::deserialize_any(&mut de, visitor).map_err(|_| Refused)?;
+        de.end().map_err(|_| Refused)?;
+        Ok(value)
+    }
+
     /// Skips any value, checking it is JSON.
     pub(super) fn skip_value(&mut self) -> Result<()> {
         match self.peek()? {
@@ -428,10 +454,11 @@ impl<'de> de::Deserializer<'de> for &mut Scan<'de> {
                 self.literal(b"null")?;
                 visitor.visit_unit()
             }
-            _ => {
+            b'0'..=b'9' if self.plain_unsigned_ahead() => {
                 let n = self.unsigned()?;
                 visitor.visit_u64(n)
             }
+            _ => self.other_number(visitor),
         }
     }
 
