@@ -418,9 +418,10 @@ async fn steps(
     let repo_map = if fresh && spec.repo_map && managed {
         // The first session starts from the fixture as it is: its map may be one built before
         // for the same fixture (`fresh_workspace_map`), by this process or an earlier one; a
-        // later session's workspace has changed, but mostly not: its map updates the index of
-        // the session before, which reuses every file whose bytes are the same (the map is the
-        // one a fresh build would make), and is kept for the session after.
+        // later session's workspace has changed, but mostly not: its map is looked up by its
+        // files' digests, else updates the index of the session before, which reuses every file
+        // whose bytes are the same (the map is the one a fresh build would make), and is kept
+        // for the session after (`later_session_map`).
         let (stats, view) = if first_step == 1 {
             let store = repo_map_store(plan);
             WaitClock::time(Part::RepoMap, || {
@@ -437,14 +438,12 @@ async fn steps(
                 Start::Fresh { map, .. } => map.take(),
                 Start::Resumed(_) => None,
             };
+            let store = repo_map_store(plan);
             WaitClock::time(Part::RepoMap, || {
-                let index = match earlier {
-                    Some(earlier) => earlier.update(ws),
-                    None => repomap::RepoIndex::build_updatable(ws),
-                };
-                let made = (index.stats(), index.render(&case.prompt, ".", spec.budgets.repo_map));
-                map_index = Some(index);
-                made
+                let (stats, view, index) =
+                    repomap::later_session_map(earlier, ws, &case.prompt, spec.budgets.repo_map, store.as_deref());
+                map_index = index;
+                (stats, view)
             })
         };
         rec.emit(EventBody::RepoMapBuilt {

@@ -259,6 +259,68 @@ fn fresh_map(
     (stats, view)
 }
 
+/// The injected map of a later session of a multi-session case (`agent::sessions`), whose
+/// workspace is what the sessions before left: its index's stats, the view ranked against
+/// `query` under `budget_tokens`, and the index to bring up to date for the session after.
+///
+/// The workspace is read (walked, each text file read and digested: [`Scan`]) and the map
+/// looked up by what it is a function of, the files' paths and SHA-256 digests, the count
+/// skipped, the query and the budget: in this process, then, with `store`, in the stored maps
+/// ([`stored_map`], under a key that also names this binary). A cell of the same case run again
+/// (another epoch, the same model in tonight's run) whose earlier sessions left the same files
+/// finds it there, and spares the indexing, the tree-sitter parses and the ranking. Otherwise
+/// the index is made from `earlier`, the index of an earlier session of the cell, reusing every
+/// file whose bytes it has ([`RepoIndex::update`]), or from scratch; its map is kept and
+/// stored when every parse its render made found the bytes the scan digested (else it is
+/// not the map those files make). On a hit, `earlier` is handed on as it is: an update from it
+/// is right whatever changed since. The reusing cell's `duration_ms` is the time it spent
+/// (the scan and the lookup), as with [`fresh_workspace_map`].
+pub fn later_session_map(
+    earlier: Option<RepoIndex>,
+    workspace: &Path,
+    query: &str,
+    budget_tokens: usize,
+    store: Option<&Path>,
+) -> (IndexStats, RepoMapView, Option<RepoIndex>) {
+    /// (files' digest, query, budget) -> the map.
+    type Maps = HashMap<(String, String, usize), (IndexStats, RepoMapView)>;
+    static MAPS: LazyLock<std::sync::Mutex<Maps>> = LazyLock::new(Default::default);
+    /// Maps kept at most: past this many, the process starts over.
+    const KEPT: usize = 1024;
+    let scan = Scan::read(workspace);
+    let started = scan.started;
+    let reused = |stats: &IndexStats| IndexStats { duration_ms: started.elapsed().as_millis() as u64, ..stats.clone() };
+    let key = (scan.digest(), query.to_string(), budget_tokens);
+    if let Some((stats, view)) = MAPS.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return (reused(stats), view.clone(), earlier);
+    }
+    let stored = store.zip(StoredMap::key_of_files(&key.0, query, budget_tokens));
+    let keep = |stats: &IndexStats, view: &RepoMapView| {
+        let mut maps = MAPS.lock().unwrap_or_else(|p| p.into_inner());
+        if maps.len() >= KEPT {
+            maps.clear();
+        }
+        maps.insert(key.clone(), (stats.clone(), view.clone()));
+    };
+    if let Some((stats, view)) = stored.as_ref().and_then(|(dir, k)| stored_map(dir, k, query, budget_tokens)) {
+        keep(&stats, &view);
+        return (reused(&stats), view, earlier);
+    }
+    let (index, stable) = RepoIndex::from_scan(scan, earlier);
+    let view = index.render(query, ".", budget_tokens);
+    let stats = index.stats();
+    if stable && index.parses_held() {
+        if let Some((dir, k)) = &stored
+            && let Err(e) = store_map(dir, k, &stats, &view)
+        {
+            // A map that cannot be stored is built again next time: never an error of the cell.
+            tracing::debug!("cannot store the repo map of {} in {}: {e}", workspace.display(), dir.display());
+        }
+        keep(&stats, &view);
+    }
+    (stats, view, Some(index))
+}
+
 /// What [`tree_stamp`] found.
 struct TreeStamp {
     /// FNV-1a over every entry's path, kind, size, times and inode.
@@ -343,8 +405,9 @@ impl StoredMap {
     /// Version of this file's layout: raised whenever it, or what a map holds, changes.
     const FORMAT: u32 = 1;
 
-    /// The key of a map, or None when this binary cannot be identified (then nothing is stored).
-    fn key(fixture: &Path, stamp: &TreeStamp, query: &str, budget: usize) -> Option<String> {
+    /// This hcbench binary: its version, and the executable's device, inode, size and
+    /// modification time. None when it cannot be looked at.
+    fn binary() -> Option<&'static str> {
         static BINARY: LazyLock<Option<String>> = LazyLock::new(|| {
             use std::os::unix::fs::MetadataExt as _;
             let meta = std::env::current_exe().and_then(std::fs::metadata).ok()?;
@@ -358,13 +421,29 @@ impl StoredMap {
                 meta.mtime_nsec()
             ))
         });
-        let binary = BINARY.as_deref()?;
+        BINARY.as_deref()
+    }
+
+    /// The key of a map, or None when this binary cannot be identified (then nothing is stored).
+    fn key(fixture: &Path, stamp: &TreeStamp, query: &str, budget: usize) -> Option<String> {
+        let binary = Self::binary()?;
         // The query by its digest: a case's task (a test-split one too) is not copied out.
         Some(format!(
             "hcbench repo map {}\nbinary {binary}\nfixture {}\nstamp {:016x}\nbudget {budget}\nquery {}",
             Self::FORMAT,
             fixture.display(),
             stamp.digest,
+            crate::util::sha256_hex(query.as_bytes())
+        ))
+    }
+
+    /// The key of a map of a workspace by its files ([`Scan::digest`]), or None when this
+    /// binary cannot be identified.
+    fn key_of_files(files: &str, query: &str, budget: usize) -> Option<String> {
+        Some(format!(
+            "hcbench repo map {}\nbinary {}\nfiles {files}\nbudget {budget}\nquery {}",
+            Self::FORMAT,
+            Self::binary()?,
             crate::util::sha256_hex(query.as_bytes())
         ))
     }
@@ -422,6 +501,104 @@ fn prune_store(store: &Path, kept: std::time::Duration) {
     }
 }
 
+/// The files a map indexes under `root`, sorted by workspace-relative path, and the entries
+/// skipped before they are read (walk errors, secret names, files over [`MAX_FILE_BYTES`]).
+fn candidates(root: &Path) -> (Vec<String>, u32) {
+    let mut skipped = 0u32;
+    let mut candidates = Vec::new();
+    // The workspace's own ignore files only: not the user's global git excludes nor a
+    // `.gitignore` in a folder above the workspace, which made a map depend on the machine
+    // and cost reading git's config files and probing every parent folder on each build.
+    let walk = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .git_ignore(true)
+        .git_global(false)
+        .parents(false)
+        .require_git(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    for entry in walk {
+        let Ok(entry) = entry else {
+            skipped += 1;
+            continue;
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if is_secret_name(&entry.file_name().to_string_lossy()) {
+            skipped += 1;
+            continue;
+        }
+        if entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES) {
+            skipped += 1;
+            continue;
+        }
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        candidates.push(normalize(&rel.to_string_lossy()));
+    }
+    candidates.sort();
+    (candidates, skipped)
+}
+
+/// A workspace's text files as an updatable index reads them: each one's path and SHA-256,
+/// which is all a map of them depends on (with the count of entries skipped), so a map can be
+/// looked up by them before anything is indexed ([`later_session_map`]).
+struct Scan {
+    root: PathBuf,
+    /// Sorted by path: each text file read, its SHA-256, and its bytes while the scan's kept
+    /// bytes stay under [`Scan::KEPT_BYTES`] (the rest are read again if they are indexed).
+    files: Vec<ScannedFile>,
+    /// Entries skipped: by the walk, unreadable, or binary (a NUL byte).
+    skipped: u32,
+    started: Instant,
+}
+
+/// A file a [`Scan`] read: its workspace-relative path, its SHA-256, and its bytes if kept.
+type ScannedFile = (String, [u8; 32], Option<Vec<u8>>);
+
+impl Scan {
+    /// Bytes of file contents a scan keeps for the index built from it.
+    const KEPT_BYTES: usize = 32 << 20;
+
+    fn read(root: &Path) -> Scan {
+        let started = Instant::now();
+        let (candidates, mut skipped) = candidates(root);
+        // Read beneath the root like read_file: a hard link to a file outside, or an entry
+        // swapped for a fifo since the walk, is skipped, never read. The root is opened once.
+        let opened = Root::open(root);
+        let kept = std::sync::atomic::AtomicUsize::new(0);
+        let read: Vec<Option<ScannedFile>> = map_items(&candidates, |_, rel| {
+            let bytes = opened.as_ref().ok()?.read_regular(rel).ok()?;
+            if bytes.contains(&0) {
+                return None;
+            }
+            let content: [u8; 32] = Sha256::digest(&bytes).into();
+            let room = kept.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed) + bytes.len();
+            Some((rel.clone(), content, (room <= Self::KEPT_BYTES).then_some(bytes)))
+        });
+        let mut files = Vec::with_capacity(read.len());
+        for file in read {
+            match file {
+                Some(f) => files.push(f),
+                None => skipped += 1,
+            }
+        }
+        Scan { root: root.to_path_buf(), files, skipped, started }
+    }
+
+    /// SHA-256 over every file's path and digest and the count skipped: what names the map.
+    fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        for (rel, content, _) in &self.files {
+            h.update(rel.as_bytes());
+            h.update([0]);
+            h.update(content);
+        }
+        h.update(format!("skipped {}", self.skipped).as_bytes());
+        crate::util::hex(&h.finalize())
+    }
+}
+
 impl RepoIndex {
     /// Indexes the workspace at `root`. Never fails: what cannot be read is counted as skipped.
     pub fn build(root: &Path) -> RepoIndex {
@@ -456,57 +633,33 @@ impl RepoIndex {
     /// [`RepoIndex::build`], reusing the entries of `earlier` for files whose bytes it has;
     /// `updatable` keeps digests and identifiers.
     fn build_with(root: &Path, earlier: Option<RepoIndex>, updatable: bool) -> RepoIndex {
-        let started = Instant::now();
-        let mut skipped = 0u32;
-        let mut candidates: Vec<(String, std::path::PathBuf)> = Vec::new();
-        // The workspace's own ignore files only: not the user's global git excludes nor a
-        // `.gitignore` in a folder above the workspace, which made a map depend on the machine
-        // and cost reading git's config files and probing every parent folder on each build.
-        let walk = ignore::WalkBuilder::new(root)
-            .hidden(false)
-            .git_ignore(true)
-            .git_global(false)
-            .parents(false)
-            .require_git(false)
-            .filter_entry(|e| e.file_name() != ".git")
-            .build();
-        for entry in walk {
-            let Ok(entry) = entry else {
-                skipped += 1;
-                continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            if is_secret_name(&entry.file_name().to_string_lossy()) {
-                skipped += 1;
-                continue;
-            }
-            if entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES) {
-                skipped += 1;
-                continue;
-            }
-            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-            candidates.push((normalize(&rel.to_string_lossy()), entry.into_path()));
+        if updatable {
+            return Self::from_scan(Scan::read(root), earlier).0;
         }
-        candidates.sort();
-
+        let started = Instant::now();
+        let (candidates, skipped) = candidates(root);
         // Read beneath the root like read_file: a hard link to a file outside, or an entry
         // swapped for a fifo since the walk, is skipped, never read. The root is opened once.
         let opened = Root::open(root);
+        let parsed: Vec<Option<FileEntry>> = map_items(&candidates, |_, rel| {
+            let bytes = opened.as_ref().ok()?.read_regular(rel).ok()?;
+            (!bytes.contains(&0)).then(|| index_file(rel, &bytes))
+        });
+        Self::assemble(root, parsed, skipped, false, started)
+    }
+
+    /// The updatable index of what `scan` read, reusing the entries of `earlier` for files
+    /// whose bytes it has; and whether it is the index of exactly the files the scan digested
+    /// (false when a file whose bytes the scan did not keep had changed when read again).
+    fn from_scan(scan: Scan, earlier: Option<RepoIndex>) -> (RepoIndex, bool) {
+        let Scan { root, files, skipped, started } = scan;
+        let opened = Root::open(&root);
         // The earlier index's entries by path: one whose bytes are this file's is taken as it is.
         let earlier: HashMap<&str, &FileEntry> =
             earlier.iter().flat_map(|e| e.files.iter().map(|f| (f.path.as_str(), f))).collect();
-        let parsed: Vec<Option<FileEntry>> = map_items(&candidates, |_, (rel, _)| {
-            let bytes = opened.as_ref().ok()?.read_regular(rel).ok()?;
-            if bytes.contains(&0) {
-                return None;
-            }
-            if !updatable {
-                return Some(index_file(rel, &bytes));
-            }
-            let content: [u8; 32] = Sha256::digest(&bytes).into();
-            if let Some(kept) = earlier.get(rel.as_str()).filter(|f| f.content == Some(content)) {
+        let stable = std::sync::atomic::AtomicBool::new(true);
+        let parsed: Vec<Option<FileEntry>> = map_items(&files, |_, (rel, content, kept)| {
+            if let Some(kept) = earlier.get(rel.as_str()).filter(|f| f.content == Some(*content)) {
                 let mut kept = FileEntry::clone(kept);
                 // A parse that found the file changed since that build (or failed) is tried
                 // again: the file has the indexed bytes now, and a fresh build would parse it.
@@ -515,8 +668,29 @@ impl RepoIndex {
                 }
                 return Some(kept);
             }
-            Some(FileEntry { content: Some(content), ..index_file(rel, &bytes) })
+            if let Some(bytes) = kept {
+                return Some(FileEntry { content: Some(*content), ..index_file(rel, bytes) });
+            }
+            // Not kept by the scan: read again, and indexed as it is now.
+            let bytes = opened.as_ref().ok()?.read_regular(rel).ok().filter(|b| !b.contains(&0));
+            let now = bytes.as_deref().map(|b| <[u8; 32]>::from(Sha256::digest(b)));
+            if now.as_ref() != Some(content) {
+                stable.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some(FileEntry { content: now, ..index_file(rel, &bytes?) })
         });
+        let stable = stable.into_inner();
+        (Self::assemble(&root, parsed, skipped, true, started), stable)
+    }
+
+    /// The index of the files read (None: skipped), with its reference graph.
+    fn assemble(
+        root: &Path,
+        parsed: Vec<Option<FileEntry>>,
+        mut skipped: u32,
+        updatable: bool,
+        started: Instant,
+    ) -> RepoIndex {
         let mut files = Vec::with_capacity(parsed.len());
         for entry in parsed {
             match entry {
@@ -527,6 +701,12 @@ impl RepoIndex {
         let edges = reference_graph(&mut files, updatable);
         let duration_ms = started.elapsed().as_millis() as u64;
         RepoIndex { root: root.to_path_buf(), files, skipped, edges, duration_ms, updatable }
+    }
+
+    /// Whether every parse a render tried found the bytes the file was indexed with: only
+    /// then is a render of this index the one a fresh build of those files makes.
+    fn parses_held(&self) -> bool {
+        self.files.iter().all(|f| f.parsed.get().is_none_or(Option::is_some))
     }
 
     /// The symbols the map shows for file `i`: for Python, tree-sitter's (parsed now, once, if
@@ -1809,6 +1989,48 @@ if TYPE_CHECKING:
         let one_off = RepoIndex::build(d.path());
         assert!(one_off.files.iter().all(|f| f.idents.is_empty() && f.content.is_none()));
         assert_eq!(contents(&one_off.update(d.path())), contents(&RepoIndex::build_updatable(d.path())));
+    }
+
+    /// A later session's map is the one a fresh build of its workspace makes, whether it was
+    /// built, updated, or found by its files (in the process, or stored for another process,
+    /// whatever folder the workspace is in); a file changed is another map.
+    #[test]
+    fn a_later_sessions_map_is_found_by_its_files_and_is_the_map_a_fresh_build_makes() {
+        let files = [("pkg/pager.py", PAGER), ("README.md", "Pages of items: see pkg/pager.py.\n")];
+        // A query no other test uses: the process's maps are shared by the tests.
+        let (query, budget) = ("later sessions page the stored items of a pager", 700);
+        let store = tempfile::tempdir().unwrap();
+        let first = tree(&files);
+        let fresh = |d: &Path| {
+            let index = RepoIndex::build_updatable(d);
+            (IndexStats { duration_ms: 0, ..index.stats() }, index.render(query, ".", budget))
+        };
+        let no_time = |(stats, view, _): &(IndexStats, RepoMapView, Option<RepoIndex>)| {
+            (IndexStats { duration_ms: 0, ..stats.clone() }, view.clone())
+        };
+        let built = later_session_map(None, first.path(), query, budget, Some(store.path()));
+        assert_eq!(no_time(&built), fresh(first.path()));
+        let earlier = built.2.expect("a map built keeps its index for the next session");
+        let key = StoredMap::key_of_files(&Scan::read(first.path()).digest(), query, budget).unwrap();
+        assert_eq!(
+            stored_map(store.path(), &key, query, budget).map(|(s, v)| (IndexStats { duration_ms: 0, ..s }, v)),
+            Some(fresh(first.path())),
+            "stored, as built"
+        );
+
+        // The same files in another folder: found, and the earlier index is handed on.
+        let second = tree(&files);
+        let found = later_session_map(Some(earlier), second.path(), query, budget, Some(store.path()));
+        assert_eq!(no_time(&found), fresh(second.path()));
+        assert!(found.2.is_some_and(|i| i.root == first.path()), "the earlier index, as it was");
+
+        // A file changed: another map, updated from the earlier index, and equal to a fresh build.
+        std::fs::write(second.path().join("pkg/cursor.py"), "class Cursor:\n    def next(self, pager): ...\n").unwrap();
+        let earlier = RepoIndex::build_updatable(first.path());
+        let changed = later_session_map(Some(earlier), second.path(), query, budget, Some(store.path()));
+        assert_eq!(no_time(&changed), fresh(second.path()));
+        assert_ne!(changed.1, found.1);
+        assert!(changed.2.is_some_and(|i| i.root == second.path()));
     }
 
     #[test]

@@ -22,10 +22,12 @@
 //! own cost (their private folders, less the commands) is the cell's scoring cost
 //! (`process::Part::Scoring`), so the cell's cost event shows it apart.
 //!
-//! Each later session's repo map is of the workspace the sessions before left. Its index is
-//! kept from one session to the next and brought up to date ([`RepoIndex::update`]): the files
-//! a session did not change keep their entries and parses, and the map is the one a fresh
-//! build would make.
+//! Each later session's repo map is of the workspace the sessions before left. It is looked up
+//! by that workspace's files (their paths and digests: a cell run again whose sessions left the
+//! same files finds the map, in the process or stored, `repomap::later_session_map`); otherwise
+//! the index is kept from one session to the next and brought up to date ([`RepoIndex::update`]):
+//! the files a session did not change keep their entries and parses, and the map is the one a
+//! fresh build would make.
 
 use std::collections::BTreeMap;
 use std::io;
