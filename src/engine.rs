@@ -249,6 +249,12 @@ where
     // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
     // the plan, and no task exists for a cell that has not started.
     for (index, cell) in cells.enumerate() {
+        // A cell that must wait for a slot has its workspace copied meanwhile, while the running
+        // cells wait on their commands (`workspace::copy_ahead`): one copy ahead at a time.
+        let budget_left = || budget.is_none_or(|b| spent.lock().unwrap_or_else(|p| p.into_inner()).0 < b.limit_usd);
+        if semaphore.available_permits() == 0 && !cancel.is_cancelled() && budget_left() && copy_ahead(&cell) {
+            crate::workspace::copy_ahead(&cell.case.fixture_dir, &cell.workspace);
+        }
         let permit = semaphore.clone().acquire_owned().await.expect("semaphore is never closed");
         // A finished task keeps its output (and its allocation) until joined: joined here, the
         // set holds only running cells however long the plan.
@@ -256,6 +262,7 @@ where
             reap(joined);
         }
         if cancel.is_cancelled() {
+            discard_ahead(&cell, &tidying);
             break;
         }
         if let Some(budget) = budget {
@@ -265,6 +272,8 @@ where
                     guard.1 = true;
                     sink.event(EngineEvent::BudgetSpent { spent_usd: guard.0, budget_usd: budget.limit_usd });
                 }
+                drop(guard);
+                discard_ahead(&cell, &tidying);
                 break;
             }
         }
@@ -300,6 +309,9 @@ where
                 }
             };
             tracing::info!(cell = %cell.cell_id, outcome = summary.outcome_label(), wall_ms = summary.wall_ms, "cell finished");
+            // A workspace copied ahead that the cell did not take (it ended before it needed one,
+            // or was cancelled first) is removed.
+            discard_ahead(&cell, &tidying);
             store_finished(&cell, &summary, &pack, &tidying);
             spent.lock().unwrap_or_else(|p| p.into_inner()).0 += summary.cost_usd().unwrap_or(0.0);
             // Said as soon as it is known, also when no cell of the profile is left to start.
@@ -323,6 +335,22 @@ where
     }
     kept.sort_unstable_by_key(|(index, _)| *index);
     kept.into_iter().map(|(_, summary)| summary).collect()
+}
+
+/// Whether `cell`'s workspace may be copied before it starts: only when no earlier attempt of
+/// it exists (its folder is absent), so a cell `--resume` continues from a checkpoint, or
+/// refuses to, never finds a copy it did not make, and not when its profile is unreachable (it
+/// ends before its workspace exists).
+fn copy_ahead(cell: &CellPlan) -> bool {
+    cell.profile.unavailable().is_none() && cell.cell_dir.symlink_metadata().is_err()
+}
+
+/// Removes `cell`'s workspace copied ahead, if it has one it did not take, kept in `tidying`
+/// for `execute_with` to wait for.
+fn discard_ahead(cell: &CellPlan, tidying: &Mutex<Vec<tokio::task::JoinHandle<()>>>) {
+    if let Some(handle) = crate::workspace::discard_ahead(&cell.workspace) {
+        keep_tidying(tidying, handle);
+    }
 }
 
 /// Tells the sink, once per profile, that `cell`'s profile is unreachable (its circuit breaker
@@ -401,7 +429,11 @@ fn store_finished(
 /// removals still under way are kept: the list stays as short as the journal's backlog, however
 /// long the run.
 fn tidy_later(tidying: &Mutex<Vec<tokio::task::JoinHandle<()>>>, tidy: impl FnOnce() + Send + 'static) {
-    let handle = tokio::task::spawn_blocking(tidy);
+    keep_tidying(tidying, tokio::task::spawn_blocking(tidy));
+}
+
+/// Keeps `handle`, a removal under way, in `tidying`, dropping those done.
+fn keep_tidying(tidying: &Mutex<Vec<tokio::task::JoinHandle<()>>>, handle: tokio::task::JoinHandle<()>) {
     let mut tidying = tidying.lock().unwrap_or_else(|p| p.into_inner());
     tidying.retain(|h| !h.is_finished());
     tidying.push(handle);
@@ -611,6 +643,65 @@ mod tests {
         .await;
         let ids: Vec<String> = summaries.into_iter().map(|s| s.cell_id).collect();
         assert_eq!(ids, planned);
+    }
+
+    /// A cell that waits for a slot has its workspace copied while the running cell works, and
+    /// takes it when it starts; a cell that never takes its copy (it ends before, or the run is
+    /// cancelled before it starts) leaves no workspace behind; a cell with an earlier attempt
+    /// (its folder exists: `--resume`) gets no copy ahead.
+    #[tokio::test]
+    async fn a_waiting_cells_workspace_is_copied_ahead_and_never_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let second = cells[1].clone();
+        let batch = kept_batch(dir.path(), cells, 1);
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| async move {
+            let started = std::time::SystemTime::now();
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            std::fs::create_dir_all(&cell.cell_dir)?;
+            let link = cell.cell_dir.join("workspace");
+            let ws = crate::workspace::fresh_or_ahead(&cell.case.fixture_dir, &cell.workspace, &link).await.unwrap();
+            let copied = crate::workspace::take_copied(&ws).expect("the copy's record");
+            let reason = if copied.started < started { "ahead" } else { "at start" };
+            Ok(CellSummary { cell_id: cell.cell_id.clone(), reason: reason.into(), ..Default::default() })
+        })
+        .await;
+        let how: Vec<&str> = summaries.iter().map(|s| s.reason.as_str()).collect();
+        assert_eq!(how, ["at start", "ahead"], "the first cell had no cell before it to wait for");
+        assert!(second.workspace.join(".").exists());
+
+        // Not taken: the first cell runs while the second's copy is made, then the run is cancelled.
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        let workspaces: Vec<_> = cells.iter().map(|c| c.workspace.clone()).collect();
+        let cancel = Cancel::default();
+        let batch = kept_batch(dir.path(), cells, 1);
+        let stop = cancel.clone();
+        execute_with(batch, Arc::new(NullSink), cancel, move |cell| {
+            let stop = stop.clone();
+            async move {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                stop.cancel();
+                Ok(CellSummary { cell_id: cell.cell_id.clone(), ..Default::default() })
+            }
+        })
+        .await;
+        for ws in &workspaces {
+            assert!(ws.symlink_metadata().is_err(), "{} left behind", ws.display());
+        }
+
+        // An earlier attempt's folder: nothing is copied for that cell before it starts.
+        let dir = tempfile::tempdir().unwrap();
+        let cells = two_cells(dir.path());
+        std::fs::create_dir_all(&cells[1].cell_dir).unwrap();
+        let batch = kept_batch(dir.path(), cells, 1);
+        let summaries = execute_with(batch, Arc::new(NullSink), Cancel::default(), |cell| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let exists = cell.workspace.symlink_metadata().is_ok();
+            Ok(CellSummary { cell_id: cell.cell_id.clone(), reason: format!("{exists}").into(), ..Default::default() })
+        })
+        .await;
+        assert_eq!(summaries[1].reason, "false", "no copy made for a cell with an earlier attempt");
     }
 
     #[tokio::test]

@@ -12,9 +12,10 @@
 //! the policy sees the same tree the fixture has. A copied file keeps its fixture file's
 //! modification time (as `cp -p` does): a later write always moves it, whatever the file
 //! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
-//! (src/agent/checkpoint.rs). What a copy made is kept for the first digests of the workspace
-//! ([`take_copied`]), and, as a listing with each entry's stamp, for the tools' searches
-//! ([`copy_listing`]). The copy names every entry from its open folder (`openat`, `mkdirat`,
+//! (src/agent/checkpoint.rs). What a copy made is kept in one record per workspace: for the
+//! first digests of the workspace ([`take_copied`]), and, as a listing with each entry's stamp,
+//! for the tools' searches ([`copy_listing`]). The engine may copy a waiting cell's workspace
+//! ahead, while the running cells wait on their commands ([`copy_ahead`], [`fresh_or_ahead`]). The copy names every entry from its open folder (`openat`, `mkdirat`,
 //! ...), not by its whole path, and moves a file's bytes in the kernel (`copy_file_range`, or
 //! `sendfile` between two file systems that refuse it, asked once per process).
 
@@ -47,6 +48,13 @@ pub struct WorkspaceError {
 /// an interrupted attempt at the same cell (`matrix --resume` runs it again): it is removed
 /// first, never reused.
 pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, WorkspaceError> {
+    let ws = copy_fixture(fixture, dest)?;
+    link_to(&ws, link).map_err(|source| WorkspaceError { fixture: fixture.into(), dest: dest.into(), source })?;
+    Ok(ws)
+}
+
+/// [`fresh`]'s copy, without the link: returns the canonical `dest`, its copy's record kept.
+fn copy_fixture(fixture: &Path, dest: &Path) -> Result<PathBuf, WorkspaceError> {
     let wrap = |source| WorkspaceError { fixture: fixture.to_path_buf(), dest: dest.to_path_buf(), source };
     if dest.symlink_metadata().is_ok() {
         fs::remove_dir_all(dest).map_err(wrap)?;
@@ -83,14 +91,81 @@ pub fn fresh(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, Worksp
     ways.remember(devices);
     let dest = dest.canonicalize().map_err(wrap)?;
     listing.plain &= copied.names_utf8;
-    keep_listing(&dest, listing);
-    keep_copied(&dest, copied);
-    if link != dest
-        && let Some(target) = link_target(&dest, link).map_err(wrap)?
-    {
-        std::os::unix::fs::symlink(target, link).map_err(wrap)?;
-    }
+    keep_record(&dest, copied, listing);
     Ok(dest)
+}
+
+/// Links `link` to the workspace `ws` (canonical) unless `link` is `ws` or the run's
+/// `workspaces` link reaches it ([`link_target`]).
+fn link_to(ws: &Path, link: &Path) -> io::Result<()> {
+    if link != ws
+        && let Some(target) = link_target(ws, link)?
+    {
+        std::os::unix::fs::symlink(target, link)?;
+    }
+    Ok(())
+}
+
+/// Workspaces being copied ahead of their cells ([`copy_ahead`]), by planned workspace path:
+/// each copy's task, which gives the canonical workspace, or None when the copy failed (and left
+/// nothing behind).
+#[allow(clippy::type_complexity)]
+static AHEAD: Mutex<Vec<(PathBuf, tokio::task::JoinHandle<Option<PathBuf>>)>> = Mutex::new(Vec::new());
+
+/// Starts copying `fixture` into `dest` on the blocking pool, for the cell whose workspace
+/// `dest` is to take when it starts ([`fresh_or_ahead`]). The engine calls it for a cell that
+/// waits for a free slot (src/engine.rs) and no earlier attempt of which exists: its copy is
+/// made while the running cells wait on their commands, instead of on its own clock. A copy
+/// that fails removes what it made and is not taken: the cell then copies as it would have,
+/// and its error is reported on the cell. A copy not taken is removed ([`discard_ahead`]).
+///
+/// This moves the copy's CPU off the cell's path; it does not remove it.
+pub fn copy_ahead(fixture: &Path, dest: &Path) {
+    let (fixture, planned) = (fixture.to_path_buf(), dest.to_path_buf());
+    let task = tokio::task::spawn_blocking(move || match copy_fixture(&fixture, &planned) {
+        Ok(ws) => Some(ws),
+        Err(e) => {
+            tracing::debug!("the copy ahead of {} failed ({e}); its cell copies it again", planned.display());
+            let _ = fs::remove_dir_all(&planned);
+            None
+        }
+    });
+    let mut ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner());
+    ahead.push((dest.to_path_buf(), task));
+}
+
+/// The task of the copy ahead into `dest`, once: whoever takes it owns the copy.
+fn take_ahead(dest: &Path) -> Option<tokio::task::JoinHandle<Option<PathBuf>>> {
+    let mut ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner());
+    let at = ahead.iter().position(|(d, _)| d == dest)?;
+    Some(ahead.swap_remove(at).1)
+}
+
+/// [`fresh`], taking the workspace copied ahead into `dest` when there is one (waiting for its
+/// copy to end if it has not); else (none, or it failed) copying here, as [`fresh`] does.
+pub async fn fresh_or_ahead(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, WorkspaceError> {
+    if let Some(task) = take_ahead(dest)
+        && let Ok(Some(ws)) = task.await
+    {
+        link_to(&ws, link).map_err(|source| WorkspaceError { fixture: fixture.into(), dest: dest.into(), source })?;
+        return Ok(ws);
+    }
+    fresh(fixture, dest, link)
+}
+
+/// Removes the workspace copied ahead into `dest` if its cell did not take it (the cell ended
+/// before its workspace was made, or never started: the run was cancelled or its budget
+/// spent), with its copy's record; the returned task ends once it is gone. None when there is
+/// no such copy.
+pub fn discard_ahead(dest: &Path) -> Option<tokio::task::JoinHandle<()>> {
+    let task = take_ahead(dest)?;
+    let dest = dest.to_path_buf();
+    Some(tokio::spawn(async move {
+        if let Ok(Some(ws)) = task.await {
+            forget(&ws);
+            let _ = tokio::task::spawn_blocking(move || crate::process::remove_folder(&dest)).await;
+        }
+    }))
 }
 
 /// Where the workspace of `cell` of the run directory `run_dir` is reached: through the run's
@@ -239,26 +314,6 @@ pub enum Made {
     Symlink,
 }
 
-/// The listings of the last copies, by canonical workspace path, the newest last. Bounded: the
-/// oldest is dropped first, so a process's memory does not grow with its cells, and the cells
-/// still running (as many as `--jobs`) keep theirs. A search of a workspace without one walks.
-static LISTINGS: Mutex<Vec<(PathBuf, Arc<CopyListing>)>> = Mutex::new(Vec::new());
-
-fn keep_listing(dest: &Path, listing: CopyListing) {
-    let mut all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
-    all.retain(|(ws, _)| ws != dest);
-    if all.len() >= COPIED_KEPT {
-        all.remove(0);
-    }
-    all.push((dest.to_path_buf(), Arc::new(listing)));
-}
-
-/// What the last [`fresh`] copy into the workspace `ws` (canonical) made, as a search lists it.
-pub fn copy_listing(ws: &Path) -> Option<Arc<CopyListing>> {
-    let all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
-    all.iter().find(|(dest, _)| dest == ws).map(|(_, l)| l.clone())
-}
-
 /// What one [`fresh`] copy made, for the workspace's first digests, which are taken from it
 /// rather than by a walk of the copy (src/agent/checkpoint.rs): every folder, regular file and
 /// symlink it made, by workspace path (`/`-separated, lossy as the digests name paths; "" is
@@ -296,26 +351,46 @@ pub struct CopiedFolder {
     pub stat: rustix::fs::Stat,
 }
 
-/// The copies made and not yet taken, by canonical workspace path. Bounded: a workspace whose
-/// copy is never asked for (a cell without checkpoints) must not keep its entry for the whole
-/// run, so a full registry starts over (a lost entry only costs its workspace a hash per file).
-static COPIED: Mutex<Vec<(PathBuf, Copied)>> = Mutex::new(Vec::new());
-const COPIED_KEPT: usize = 64;
+/// What one copy made, kept for its workspace: [`Copied`] until the checkpoint takes it,
+/// the [`CopyListing`] for the cell's life.
+struct Record {
+    copied: Option<Copied>,
+    listing: Arc<CopyListing>,
+}
 
-fn keep_copied(dest: &Path, copied: Copied) {
-    let mut all = COPIED.lock().unwrap_or_else(|e| e.into_inner());
+/// The records of the last copies, by canonical workspace path, the newest last. Bounded: the
+/// oldest is dropped first, so a process's memory does not grow with its cells, and the cells
+/// still running (as many as `--jobs`, and one copied ahead) keep theirs. A workspace without
+/// one is walked (a search) or hashed file by file (the first digests).
+static RECORDS: Mutex<Vec<(PathBuf, Record)>> = Mutex::new(Vec::new());
+const RECORDS_KEPT: usize = 64;
+
+fn records() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Record)>> {
+    RECORDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn keep_record(dest: &Path, copied: Copied, listing: CopyListing) {
+    let mut all = records();
     all.retain(|(ws, _)| ws != dest);
-    if all.len() >= COPIED_KEPT {
-        all.clear();
+    if all.len() >= RECORDS_KEPT {
+        all.remove(0);
     }
-    all.push((dest.to_path_buf(), copied));
+    all.push((dest.to_path_buf(), Record { copied: Some(copied), listing: Arc::new(listing) }));
+}
+
+/// Drops the record of the workspace `ws` (a copy removed before its cell took it).
+fn forget(ws: &Path) {
+    records().retain(|(dest, _)| dest != ws);
+}
+
+/// What the last [`fresh`] copy into the workspace `ws` (canonical) made, as a search lists it.
+pub fn copy_listing(ws: &Path) -> Option<Arc<CopyListing>> {
+    records().iter().find(|(dest, _)| dest == ws).map(|(_, r)| r.listing.clone())
 }
 
 /// What the last [`fresh`] copy into the workspace `ws` (canonical) made, once.
 pub fn take_copied(ws: &Path) -> Option<Copied> {
-    let mut all = COPIED.lock().unwrap_or_else(|e| e.into_inner());
-    let at = all.iter().position(|(dest, _)| dest == ws)?;
-    Some(all.swap_remove(at).1)
+    records().iter_mut().find(|(dest, _)| dest == ws)?.1.copied.take()
 }
 
 /// Opens the folder `path` (beneath `dir`) for reading its entries and as the folder the
@@ -586,6 +661,40 @@ mod tests {
         assert_eq!(fs::read(again.join("big.bin")).unwrap(), big);
         assert_eq!(mode(&again, "run.sh"), 0o751);
         assert_eq!(take_copied(&again).expect("the second copy's facts").files.len(), 3);
+    }
+
+    /// A workspace copied ahead is the one its cell takes, with its copy's record and its link;
+    /// one not taken is removed with its record; one whose copy failed leaves nothing, and the
+    /// cell's own copy reports the error as it would have.
+    #[tokio::test]
+    async fn a_workspace_copied_ahead_is_taken_or_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let fixture = root.path().join("fx");
+        fs::create_dir_all(fixture.join("pkg")).unwrap();
+        fs::write(fixture.join("pkg/a.py"), "x = 1\n").unwrap();
+        let (dest, link) = (root.path().join("all/run/c1"), root.path().join("c1-workspace"));
+        copy_ahead(&fixture, &dest);
+        let ws = fresh_or_ahead(&fixture, &dest, &link).await.unwrap();
+        assert!(take_ahead(&dest).is_none(), "taken once");
+        assert_eq!(fs::read_link(&link).unwrap(), ws, "linked when taken");
+        assert_eq!(fs::read_to_string(ws.join("pkg/a.py")).unwrap(), "x = 1\n");
+        assert!(copy_listing(&ws).is_some_and(|l| l.files.contains_key("pkg/a.py")), "the search's record");
+        assert_eq!(take_copied(&ws).expect("the checkpoint's record").files.len(), 1);
+        assert!(copy_listing(&ws).is_some(), "the listing outlives the checkpoint's take");
+        assert!(discard_ahead(&dest).is_none(), "nothing left to discard");
+        assert!(ws.exists());
+
+        let other = root.path().join("all/run/c2");
+        copy_ahead(&fixture, &other);
+        discard_ahead(&other).expect("not taken").await.unwrap();
+        assert!(other.symlink_metadata().is_err(), "removed");
+        assert!(copy_listing(&other).is_none() && take_copied(&other).is_none(), "and its record");
+
+        let missing = root.path().join("no-such-fixture");
+        let third = root.path().join("all/run/c3");
+        copy_ahead(&missing, &third);
+        let err = fresh_or_ahead(&missing, &third, &third).await.unwrap_err();
+        assert_eq!(err.fixture, missing, "the cell's own copy says what failed: {err}");
     }
 
     /// A fixture on one file system copied to another that refuses `copy_file_range` between

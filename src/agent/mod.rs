@@ -217,8 +217,15 @@ async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io:
         return Ok(finish(rec));
     }
 
-    let fresh = || crate::workspace::fresh(&case.fixture_dir, &plan.workspace, &plan.cell_dir.join("workspace"));
-    let ws = match resumed.as_ref().map_or_else(|| WaitClock::time(Part::Workspace, fresh), |r| Ok(r.ws.clone())) {
+    // A fresh workspace may have been copied ahead while the cell waited to start (src/engine.rs):
+    // the cell's copy time is then its wait for that copy, if any.
+    let link = plan.cell_dir.join("workspace");
+    let fresh = crate::workspace::fresh_or_ahead(&case.fixture_dir, &plan.workspace, &link);
+    let made = match resumed.as_ref() {
+        Some(r) => Ok(r.ws.clone()),
+        None => WaitClock::time_async(Part::Workspace, fresh).await,
+    };
+    let ws = match made {
         Ok(ws) => ws,
         Err(e) => {
             rec.emit(EventBody::RunFinished {

@@ -474,6 +474,7 @@ mod search_cache {
 /// fixture's, within the clock tick of the copy's last change of the entry.
 mod as_copied {
     use std::collections::HashMap;
+    use std::ffi::OsString;
     use std::io::Read as _;
     use std::os::fd::OwnedFd;
     use std::path::{Path, PathBuf};
@@ -486,8 +487,10 @@ mod as_copied {
     use crate::workspace::{CopyListing, Made};
 
     /// Bytes of fixture files kept for the process, by path, with the stamp they were read at.
+    /// Keyed by the path's bytes: hashing a `PathBuf` walks its components, which was a sixth of
+    /// a search's reads from the fixture (perf, context cases).
     #[allow(clippy::type_complexity)]
-    static FIXTURE_BYTES: std::sync::LazyLock<Mutex<(HashMap<PathBuf, (Stamp, Arc<[u8]>)>, usize)>> =
+    static FIXTURE_BYTES: std::sync::LazyLock<Mutex<(HashMap<OsString, (Stamp, Arc<[u8]>)>, usize)>> =
         std::sync::LazyLock::new(|| Mutex::new((HashMap::new(), 0)));
     /// The most bytes kept: past it the process starts over.
     const MAX_BYTES: usize = 32 << 20;
@@ -497,6 +500,9 @@ mod as_copied {
         listing: Arc<CopyListing>,
         root: OwnedFd,
         root_path: PathBuf,
+        /// The fixture's folder, which its files are opened beneath (by their workspace path,
+        /// rather than each by its whole path, looked up component by component every time).
+        fixture: Option<OwnedFd>,
     }
 
     impl Copy {
@@ -509,7 +515,8 @@ mod as_copied {
             let listing = crate::workspace::copy_listing(root)?;
             let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
             let fd = rustix::fs::open(root, flags, Mode::empty()).ok()?;
-            Some(Copy { listing, root: fd, root_path: root.to_path_buf() })
+            let fixture = rustix::fs::open(&listing.fixture, flags, Mode::empty()).ok();
+            Some(Copy { listing, root: fd, root_path: root.to_path_buf(), fixture })
         }
 
         /// The entry `rel` stated without following a last symlink, if it is the one the copy
@@ -586,14 +593,14 @@ mod as_copied {
             let kept = FIXTURE_BYTES.lock().unwrap_or_else(|p| p.into_inner());
             #[cfg(test)]
             super::tests::FROM_FIXTURE.set(super::tests::FROM_FIXTURE.get() + 1);
-            if let Some((stamp, bytes)) = kept.0.get(&source)
+            if let Some((stamp, bytes)) = kept.0.get(source.as_os_str())
                 && stamp == &stamps.1
             {
                 return Some(bytes.clone());
             }
             drop(kept);
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-            let fd = rustix::fs::open(&source, flags, Mode::empty()).ok()?;
+            let fd = rustix::fs::openat(self.fixture.as_ref()?, rel, flags, Mode::empty()).ok()?;
             let st = rustix::fs::fstat(&fd).ok()?;
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || Stamp::of_stat(&st) != stamps.1 {
                 return None;
@@ -606,7 +613,7 @@ mod as_copied {
                 *kept = (HashMap::new(), 0);
             }
             kept.1 += bytes.len();
-            if let Some((_, old)) = kept.0.insert(source, (stamps.1, bytes.clone())) {
+            if let Some((_, old)) = kept.0.insert(source.into_os_string(), (stamps.1, bytes.clone())) {
                 kept.1 -= old.len();
             }
             Some(bytes)
