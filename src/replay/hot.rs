@@ -21,8 +21,11 @@
 use std::borrow::Cow;
 
 use super::scan::{Refused, Scan, Text};
-use super::{Lean, LeanBody, LeanContext, LeanToolResult};
-use crate::trace::event::{Batch, EventKind, Usage};
+use serde::Deserialize as _;
+
+use super::names::Name;
+use super::{Lean, LeanBody, LeanContext, LeanRunFinished, LeanRunStarted, LeanToolResult};
+use crate::trace::event::{Batch, EventKind, ModelInfo, Outcome, Usage};
 use crate::trace::{Header, Parsed};
 
 type Result<T> = std::result::Result<T, Refused>;
@@ -53,6 +56,25 @@ fn text<'l>(text: Text<'l, '_>) -> Cow<'l, str> {
 
 fn string(scan: &mut Scan) -> Result<String> {
     Ok(text(scan.string()?).into_owned())
+}
+
+/// A string read straight into a [`Name`] (one allocation, where a `String` then a `Name` take two).
+fn name(scan: &mut Scan) -> Result<Name> {
+    Ok(match scan.string()? {
+        Text::Line(s) => Name::from(s),
+        Text::Unescaped(s) => Name::from(s),
+    })
+}
+
+/// A string or null, for an `Option<String>` field.
+fn optional_string(scan: &mut Scan) -> Result<Option<String>> {
+    if scan.null()? { Ok(None) } else { string(scan).map(Some) }
+}
+
+/// A number read as `f64`, as serde_json reads it: a plain unsigned integer here, any other
+/// number by serde_json itself ([`Scan`]'s `deserialize_any`), so rounding is serde_json's.
+fn f64_value(scan: &mut Scan) -> Result<f64> {
+    f64::deserialize(&mut *scan)
 }
 
 fn u32_value(scan: &mut Scan) -> Result<u32> {
@@ -113,6 +135,10 @@ fn data(kind: EventKind, scan: &mut Scan) -> Result<LeanBody> {
         EventKind::ToolResult => tool_result(scan),
         EventKind::ModelAction => model_action(scan),
         EventKind::PolicyDecision => policy_decision(scan),
+        EventKind::RunStarted => run_started(scan),
+        EventKind::TestResult => test_result(scan),
+        EventKind::VerifierResult => verifier_result(scan),
+        EventKind::RunFinished => run_finished(scan),
         _ => super::lean_body(kind, scan),
     }
 }
@@ -269,4 +295,126 @@ fn policy_decision(scan: &mut Scan) -> Result<LeanBody> {
         }
     }
     Ok(LeanBody::PolicyDecision { allowed: allowed.ok_or(Refused)?, invalid: invalid.unwrap_or(false) })
+}
+
+/// `LeanRunStarted`: `case_id`, `category`, `split`, `profile`, `model`, `step_budget`
+/// (required), `epoch` (default 1), `agent_spec` and `ablation` (default empty).
+fn run_started(scan: &mut Scan) -> Result<LeanBody> {
+    let (mut case_id, mut category, mut split, mut profile) = (None, None, None, None);
+    let (mut model, mut step_budget, mut epoch, mut agent_spec, mut ablation) = (None, None, None, None, None);
+    scan.open(b'{')?;
+    let mut first = true;
+    while scan.next_entry(&mut first, b'}')? {
+        match scan.plain_key()? {
+            b"case_id" => once(&mut case_id, name(scan)?)?,
+            b"category" => once(&mut category, name(scan)?)?,
+            b"split" => once(&mut split, name(scan)?)?,
+            b"profile" => once(&mut profile, name(scan)?)?,
+            b"model" => once(&mut model, model_info(scan)?)?,
+            b"step_budget" => once(&mut step_budget, u32_value(scan)?)?,
+            b"epoch" => once(&mut epoch, u32_value(scan)?)?,
+            b"agent_spec" => once(&mut agent_spec, name(scan)?)?,
+            b"ablation" => once(&mut ablation, name(scan)?)?,
+            _ => scan.skip_value()?,
+        }
+    }
+    Ok(LeanBody::RunStarted(Box::new(LeanRunStarted {
+        case_id: case_id.ok_or(Refused)?,
+        category: category.ok_or(Refused)?,
+        split: split.ok_or(Refused)?,
+        profile: profile.ok_or(Refused)?,
+        model: model.ok_or(Refused)?,
+        step_budget: step_budget.ok_or(Refused)?,
+        epoch: epoch.unwrap_or(1),
+        agent_spec: agent_spec.unwrap_or_default(),
+        ablation: ablation.unwrap_or_default(),
+    })))
+}
+
+/// [`ModelInfo`]: `provider` and `model` required, the rest optional (null or absent).
+fn model_info(scan: &mut Scan) -> Result<ModelInfo> {
+    let (mut provider, mut model, mut base_url, mut effort, mut input_price, mut output_price) =
+        (None, None, None, None, None, None);
+    scan.open(b'{')?;
+    let mut first = true;
+    while scan.next_entry(&mut first, b'}')? {
+        match scan.plain_key()? {
+            b"provider" => once(&mut provider, string(scan)?)?,
+            b"model" => once(&mut model, string(scan)?)?,
+            b"base_url" => once(&mut base_url, optional_string(scan)?)?,
+            b"reasoning_effort" => once(&mut effort, optional_string(scan)?)?,
+            b"input_price_per_mtok" => {
+                let value = if scan.null()? { None } else { Some(f64_value(scan)?) };
+                once(&mut input_price, value)?;
+            }
+            b"output_price_per_mtok" => {
+                let value = if scan.null()? { None } else { Some(f64_value(scan)?) };
+                once(&mut output_price, value)?;
+            }
+            _ => scan.skip_value()?,
+        }
+    }
+    Ok(ModelInfo {
+        provider: provider.ok_or(Refused)?,
+        model: model.ok_or(Refused)?,
+        base_url: base_url.flatten(),
+        reasoning_effort: effort.flatten(),
+        input_price_per_mtok: input_price.flatten(),
+        output_price_per_mtok: output_price.flatten(),
+    })
+}
+
+/// `JustPassed`: `passed` (required).
+fn test_result(scan: &mut Scan) -> Result<LeanBody> {
+    let mut passed = None;
+    scan.open(b'{')?;
+    let mut first = true;
+    while scan.next_entry(&mut first, b'}')? {
+        match scan.plain_key()? {
+            b"passed" => once(&mut passed, scan.boolean()?)?,
+            _ => scan.skip_value()?,
+        }
+    }
+    Ok(LeanBody::TestResult { passed: passed.ok_or(Refused)? })
+}
+
+/// `JustVerifier`: `passed` (required), `metrics` (default empty; its values are JSON values,
+/// read through [`Scan`]'s serde deserializer as the serde path reads them).
+fn verifier_result(scan: &mut Scan) -> Result<LeanBody> {
+    let (mut passed, mut metrics) = (None, None);
+    scan.open(b'{')?;
+    let mut first = true;
+    while scan.next_entry(&mut first, b'}')? {
+        match scan.plain_key()? {
+            b"passed" => once(&mut passed, scan.boolean()?)?,
+            b"metrics" => once(&mut metrics, std::collections::BTreeMap::deserialize(&mut *scan)?)?,
+            _ => scan.skip_value()?,
+        }
+    }
+    Ok(LeanBody::VerifierResult { passed: passed.ok_or(Refused)?, metrics: metrics.unwrap_or_default() })
+}
+
+/// `LeanRunFinished`: every field required; `outcome` one of [`Outcome`]'s names, `reward` any
+/// number (read as serde_json reads it).
+fn run_finished(scan: &mut Scan) -> Result<LeanBody> {
+    let (mut outcome, mut reward, mut stop_reason, mut reason, mut elapsed_ms) = (None, None, None, None, None);
+    scan.open(b'{')?;
+    let mut first = true;
+    while scan.next_entry(&mut first, b'}')? {
+        match scan.plain_key()? {
+            b"outcome" => once(&mut outcome, Outcome::deserialize(&mut *scan)?)?,
+            b"reward" => once(&mut reward, f64_value(scan)?)?,
+            b"stop_reason" => once(&mut stop_reason, name(scan)?)?,
+            b"reason" => once(&mut reason, name(scan)?)?,
+            b"elapsed_ms" => once(&mut elapsed_ms, scan.unsigned()?)?,
+            _ => scan.skip_value()?,
+        }
+    }
+    Ok(LeanBody::RunFinished(LeanRunFinished {
+        outcome: outcome.ok_or(Refused)?,
+        reward: reward.ok_or(Refused)?,
+        stop_reason: stop_reason.ok_or(Refused)?,
+        reason: reason.ok_or(Refused)?,
+        elapsed_ms: elapsed_ms.ok_or(Refused)?,
+    }))
 }
