@@ -35,6 +35,12 @@ const OWNER: &str = ".owner";
 
 impl ScratchDir {
     pub fn new(prefix: &'static str) -> io::Result<ScratchDir> {
+        ScratchDir::new_under(&std::env::temp_dir(), prefix)
+    }
+
+    /// [`ScratchDir::new`] in the folder `base` instead of the temp folder (a process uses one
+    /// `base` per prefix: the sweep is made once per prefix).
+    pub fn new_under(base: &Path, prefix: &'static str) -> io::Result<ScratchDir> {
         static SWEPT: std::sync::Mutex<Vec<&str>> = std::sync::Mutex::new(Vec::new());
         let first = {
             let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
@@ -43,11 +49,10 @@ impl ScratchDir {
                 true
             }
         };
-        let tmp = std::env::temp_dir();
         if first {
-            sweep_abandoned(&tmp, prefix);
+            sweep_abandoned(base, prefix);
         }
-        ScratchDir::new_in(&tmp, prefix)
+        ScratchDir::new_in(base, prefix)
     }
 
     fn new_in(tmp: &Path, prefix: &str) -> io::Result<ScratchDir> {

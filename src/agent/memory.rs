@@ -543,7 +543,10 @@ fn line_delta(old: &str, new: &str) -> (usize, usize) {
 /// The range a `read_file` output covers and the file's length. A partial read starts with
 /// `PATH lines A-B of N`; a whole read is numbered lines only.
 fn read_span(text: &str) -> (Option<(usize, usize)>, usize) {
-    if let Some(c) = text.lines().next().and_then(|l| READ_HEADER.captures(l)) {
+    // Only a header can match: a line that starts with no space and names its lines (a whole
+    // file's output starts with its first numbered line, which the regex need not be run on).
+    let header = text.lines().next().filter(|l| l.starts_with(|c: char| !c.is_whitespace()) && l.contains(" lines "));
+    if let Some(c) = header.and_then(|l| READ_HEADER.captures(l)) {
         let n = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<usize>().ok()).unwrap_or(0);
         let (first, last, total) = (n(1), n(2), n(3));
         return (Some((first, last)), total);
@@ -573,8 +576,14 @@ fn definitions(text: &str) -> Vec<(usize, String)> {
     for line in text.lines() {
         // `read_file` numbers each line as `{:>5}| {line}`.
         let Some((number, code)) = line.split_once("| ") else { continue };
+        // Most lines define nothing: a line whose first word is none of DEFINITION's can never
+        // match it, and is passed over before the number is parsed or the regex is run;
+        // `is_match` answers most of the others without the captures' allocation.
+        let start = code.trim_start();
+        if !DEFINITION_STARTS.iter().any(|w| start.starts_with(w)) {
+            continue;
+        }
         let Ok(n) = number.trim_start().parse::<usize>() else { continue };
-        // Most lines define nothing: `is_match` answers them without the captures' allocation.
         if !DEFINITION.is_match(code) {
             continue;
         }
@@ -682,6 +691,27 @@ static DEFINITION: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("valid regex")
 });
+/// How a line [`DEFINITION`] matches starts, after its indentation: one of its modifiers or
+/// keywords (`pub(crate)` starts with `pub`).
+const DEFINITION_STARTS: &[&str] = &[
+    "pub",
+    "export",
+    "default",
+    "async",
+    "static",
+    "public",
+    "private",
+    "protected",
+    "def",
+    "class",
+    "fn",
+    "function",
+    "func",
+    "struct",
+    "enum",
+    "trait",
+    "interface",
+];
 static SEARCH_HIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(.+?):(\d+): ").expect("valid regex"));
 
 /// The memory section as the context pipeline takes it.
@@ -703,6 +733,45 @@ mod tests {
     use super::*;
     use crate::agent::tools;
     use crate::bench::Case;
+
+    /// The lines passed over before the regexes run are lines the regexes would not match:
+    /// the definitions and read spans found are those of running them on every line.
+    #[test]
+    fn the_regexes_skipped_lines_are_lines_they_would_not_match() {
+        let lines = [
+            "def page(items, size):",
+            "    async def fetch(self):",
+            "pub(in crate::x) fn walk() {",
+            "pub(crate) struct Tree;",
+            "export default class Widget {",
+            "\u{a0}\tdef spaced():",
+            "  protected static function run() {}",
+            "define = 1",
+            "classy = class_of(x)",
+            "    return fn(x)",
+            "func main() {",
+            "interface Shape {",
+            "    def __init__(self):",
+            "",
+            "x = 1  # def hidden():",
+        ];
+        let numbered: String = lines.iter().enumerate().map(|(i, l)| format!("{:>5}| {l}\n", i + 1)).collect();
+        let every_line: Vec<(usize, String)> = numbered
+            .lines()
+            .filter_map(|line| {
+                let (number, code) = line.split_once("| ")?;
+                let d = DEFINITION.captures(code)?;
+                let name = d[1].to_string();
+                (!(name.starts_with("__") && name.ends_with("__"))).then(|| (number.trim().parse().unwrap(), name))
+            })
+            .collect();
+        assert_eq!(definitions(&numbered), every_line);
+        assert_eq!(every_line.len(), 9, "{every_line:?}");
+
+        assert_eq!(read_span("a.py lines 3-9 of 40\n    3| x\n"), (Some((3, 9)), 40));
+        assert_eq!(read_span("    1| x lines 3-9 of 40\n    2| y\n"), (Some((1, 2)), 2));
+        assert_eq!(read_span(""), (None, 0));
+    }
 
     const PAGER: &str = r#""""Pagination helpers."""
 
