@@ -66,9 +66,9 @@ fn name(scan: &mut Scan) -> Result<Name> {
     })
 }
 
-/// A string or null, for an `Option<String>` field.
-fn optional_string(scan: &mut Scan) -> Result<Option<String>> {
-    if scan.null()? { Ok(None) } else { string(scan).map(Some) }
+/// `null` as `None`, anything else read by `read`: an `Option` field.
+fn nullable<T>(scan: &mut Scan, read: impl FnOnce(&mut Scan) -> Result<T>) -> Result<Option<T>> {
+    if scan.null()? { Ok(None) } else { read(scan).map(Some) }
 }
 
 /// A number read as `f64`, as serde_json reads it: a plain unsigned integer here, any other
@@ -194,10 +194,7 @@ fn tool_result(scan: &mut Scan) -> Result<LeanBody> {
             b"ok" => once(&mut ok, scan.boolean()?)?,
             b"denied" => once(&mut denied, scan.boolean()?)?,
             b"modified" => once(&mut modified, strings(scan)?)?,
-            b"read" => {
-                let value = if scan.null()? { None } else { Some(string(scan)?) };
-                once(&mut read, value)?;
-            }
+            b"read" => once(&mut read, nullable(scan, string)?)?,
             _ => scan.skip_value()?,
         }
     }
@@ -229,14 +226,8 @@ fn model_action(scan: &mut Scan) -> Result<LeanBody> {
     let mut first = true;
     while scan.next_entry(&mut first, b'}')? {
         match scan.plain_key()? {
-            b"usage" => {
-                let value = if scan.null()? { None } else { Some(usage_value(scan)?) };
-                once(&mut usage, value)?;
-            }
-            b"batch" => {
-                let value = if scan.null()? { None } else { Some(batch_value(scan)?) };
-                once(&mut batch, value)?;
-            }
+            b"usage" => once(&mut usage, nullable(scan, usage_value)?)?,
+            b"batch" => once(&mut batch, nullable(scan, batch_value)?)?,
             _ => scan.skip_value()?,
         }
     }
@@ -252,10 +243,7 @@ fn usage_value(scan: &mut Scan) -> Result<Usage> {
         match scan.plain_key()? {
             b"input_tokens" => once(&mut input, scan.unsigned()?)?,
             b"output_tokens" => once(&mut output, scan.unsigned()?)?,
-            b"cached_input_tokens" => {
-                let value = if scan.null()? { None } else { Some(scan.unsigned()?) };
-                once(&mut cached, value)?;
-            }
+            b"cached_input_tokens" => once(&mut cached, nullable(scan, |s| s.unsigned())?)?,
             _ => scan.skip_value()?,
         }
     }
@@ -341,16 +329,10 @@ fn model_info(scan: &mut Scan) -> Result<ModelInfo> {
         match scan.plain_key()? {
             b"provider" => once(&mut provider, string(scan)?)?,
             b"model" => once(&mut model, string(scan)?)?,
-            b"base_url" => once(&mut base_url, optional_string(scan)?)?,
-            b"reasoning_effort" => once(&mut effort, optional_string(scan)?)?,
-            b"input_price_per_mtok" => {
-                let value = if scan.null()? { None } else { Some(f64_value(scan)?) };
-                once(&mut input_price, value)?;
-            }
-            b"output_price_per_mtok" => {
-                let value = if scan.null()? { None } else { Some(f64_value(scan)?) };
-                once(&mut output_price, value)?;
-            }
+            b"base_url" => once(&mut base_url, nullable(scan, string)?)?,
+            b"reasoning_effort" => once(&mut effort, nullable(scan, string)?)?,
+            b"input_price_per_mtok" => once(&mut input_price, nullable(scan, f64_value)?)?,
+            b"output_price_per_mtok" => once(&mut output_price, nullable(scan, f64_value)?)?,
             _ => scan.skip_value()?,
         }
     }
