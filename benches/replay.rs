@@ -572,6 +572,15 @@ fn main() {
     ] {
         println!("  {what}: {:.0} MB/s ({:.2}x the floor; {:.1} us per cell)", cell_mbs(secs), floor / secs, us(secs));
     }
+    // Stored traces must be decoded before any parse: a floor for them is zstd's decoding of
+    // the same frames (the readers' path) plus the scan of the plain bytes, both measured above.
+    let stored_floor = floor + decoding;
+    println!(
+        "  against a floor for stored traces (zstd's decoding alone plus the scan: {:.1} us per cell): whole run from the pack {:.2}x, each trace by its name {:.2}x",
+        us(stored_floor),
+        stored_floor / pack_whole,
+        stored_floor / pack_by_name
+    );
     println!(
         "  on all {} cores: whole run from the pack {:.0} MB/s ({:.2}x the one-core floor, {:.2}x the floor on the same cores: {:.0} MB/s)",
         rayon::current_num_threads(),
