@@ -411,9 +411,22 @@ fn records() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Record)>> {
     RECORDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether two workspace paths are the same path (`==` of paths, which compares them component
+/// by component; equal bytes settle it at once).
+fn same_path(a: &Path, b: &Path) -> bool {
+    a.as_os_str() == b.as_os_str() || a == b
+}
+
+/// The record of the workspace `ws`, looked for from the newest: a running cell's is among the
+/// last few kept, and a search from the oldest compared up to [`RECORDS_KEPT`] paths for each
+/// lookup (there is at most one record per workspace, [`keep_record`]).
+fn record_of<'a>(all: &'a mut [(PathBuf, Record)], ws: &Path) -> Option<&'a mut Record> {
+    all.iter_mut().rev().find(|(dest, _)| same_path(dest, ws)).map(|(_, r)| r)
+}
+
 fn keep_record(dest: &Path, copied: Copied, listing: CopyListing) {
     let mut all = records();
-    all.retain(|(ws, _)| ws != dest);
+    all.retain(|(ws, _)| !same_path(ws, dest));
     if all.len() >= RECORDS_KEPT {
         all.remove(0);
     }
@@ -422,17 +435,17 @@ fn keep_record(dest: &Path, copied: Copied, listing: CopyListing) {
 
 /// Drops the record of the workspace `ws` (a copy removed before its cell took it).
 fn forget(ws: &Path) {
-    records().retain(|(dest, _)| dest != ws);
+    records().retain(|(dest, _)| !same_path(dest, ws));
 }
 
 /// What the last [`fresh`] copy into the workspace `ws` (canonical) made, as a search lists it.
 pub fn copy_listing(ws: &Path) -> Option<Arc<CopyListing>> {
-    records().iter().find(|(dest, _)| dest == ws).map(|(_, r)| r.listing.clone())
+    record_of(&mut records(), ws).map(|r| r.listing.clone())
 }
 
 /// What the last [`fresh`] copy into the workspace `ws` (canonical) made, once.
 pub fn take_copied(ws: &Path) -> Option<Copied> {
-    records().iter_mut().find(|(dest, _)| dest == ws)?.1.copied.take()
+    record_of(&mut records(), ws)?.copied.take()
 }
 
 /// Opens the folder `path` (beneath `dir`) for reading its entries and as the folder the
