@@ -14,7 +14,7 @@
 //! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
 //! (src/agent/checkpoint.rs). What a copy made is kept in one record per workspace: for the
 //! first digests of the workspace ([`take_copied`]), and, as a listing with each entry's stamp,
-//! for the tools' searches ([`copy_listing`]). The engine may copy a waiting cell's workspace
+//! for the tools' searches and the repo map's stamp of the fixture ([`copy_listing`]). The engine may copy a waiting cell's workspace
 //! ahead, while the running cells wait on their commands ([`copy_ahead`], [`fresh_or_ahead`]). The copy names every entry from its open folder (`openat`, `mkdirat`,
 //! ...), not by its whole path, and moves a file's bytes in the kernel (`copy_file_range`, or
 //! `sendfile` between two file systems that refuse it, asked once per process).

@@ -184,7 +184,8 @@ pub struct RepoMapView {
 /// night. So a map is built once and reused: kept in this process, and, with `store` (a
 /// folder), in a file there that later processes read ([`stored_map`]). Before a map is reused,
 /// the fixture's entries are checked (path, kind, size, modification and change times, inode:
-/// [`tree_stamp`]), and a stored map must also come from this very hcbench binary, be intact
+/// [`tree_stamp`], as the copy into `workspace` found them when this process made it), and a
+/// stored map must also come from this very hcbench binary, be intact
 /// and fit its budget. The reusing cell's `duration_ms` is the time it spent (the checks and
 /// the read), not the build's. The map is built from the workspace, never from the fixture, so it
 /// reads exactly what the cell's tools would.
