@@ -14,7 +14,7 @@
 //! system's clock tick, so the checkpoint's first digests can trust a copy's stat at once
 //! (src/agent/checkpoint.rs). What a copy made is kept in one record per workspace: for the
 //! first digests of the workspace ([`take_copied`]), and, as a listing with each entry's stamp,
-//! for the tools' searches ([`copy_listing`]). The engine may copy a waiting cell's workspace
+//! for the tools' searches and the repo map's stamp of the fixture ([`copy_listing`]). The engine may copy a waiting cell's workspace
 //! ahead, while the running cells wait on their commands ([`copy_ahead`], [`fresh_or_ahead`]). The copy names every entry from its open folder (`openat`, `mkdirat`,
 //! ...), not by its whole path, and moves a file's bytes in the kernel (`copy_file_range`, or
 //! `sendfile` between two file systems that refuse it, asked once per process).
@@ -81,13 +81,15 @@ fn copy_fixture(fixture: &Path, dest: &Path) -> Result<PathBuf, WorkspaceError> 
         plain: true,
         folders: HashMap::new(),
         files: HashMap::new(),
+        fixture_entries: None,
     };
     let mut ways = Ways::known(devices);
     let dirs = open_dir(rustix::fs::CWD, fixture)
         .and_then(|src| Ok((src, open_dir(rustix::fs::CWD, dest)?)))
         .map_err(io::Error::from)
         .map_err(wrap)?;
-    copy_tree((fixture, dest), dirs, &mut ways, "", (&mut copied, &mut listing)).map_err(wrap)?;
+    listing.fixture_entries =
+        copy_tree((fixture, dest), dirs, &mut ways, "", (&mut copied, &mut listing)).map_err(wrap)?;
     ways.remember(devices);
     let dest = dest.canonicalize().map_err(wrap)?;
     listing.plain &= copied.names_utf8;
@@ -295,6 +297,46 @@ pub struct CopyListing {
     /// Every regular file that kept its fixture file's modification time: (the copy's stamp,
     /// its fixture file's stamp).
     pub files: HashMap<String, (Stamp, Stamp)>,
+    /// Every entry of the fixture as the copy found it, a line each ([`entry_line`]): what the
+    /// repo map's stamp of the fixture is made of (src/agent/repomap.rs), which then names the
+    /// files this copy has, without a walk of the fixture on the cell's clock. None when an
+    /// entry the copy skips (a socket, a fifo, a device) could not be looked at.
+    pub fixture_entries: Option<FixtureEntries>,
+}
+
+/// A fixture's entries below its folder, in the order a walk sorted by name lists them, each as
+/// [`entry_line`] writes it (a folder's own entries after its line, then `..`), and the latest
+/// modification or change time of any of them, in nanoseconds since the epoch.
+pub struct FixtureEntries {
+    pub lines: String,
+    pub newest_ns: i128,
+}
+
+/// Writes an entry's line of [`FixtureEntries`]: its name, mode, size, modification and change
+/// times (nanoseconds), device and inode; returns the later of the two times. One definition
+/// for the copy and for the repo map's walk of a fixture it has no copy of, so both name the
+/// same fixture alike.
+pub fn entry_line(
+    out: &mut String,
+    name: &str,
+    mode: u32,
+    size: u64,
+    times_ns: (i128, i128),
+    (dev, ino): (u64, u64),
+) -> i128 {
+    use std::fmt::Write as _;
+    let (mtime, ctime) = times_ns;
+    let _ = writeln!(out, "{name}\0{mode:o}\0{size}\0{mtime}\0{ctime}\0{dev}:{ino}");
+    mtime.max(ctime)
+}
+
+/// [`entry_line`] of a `rustix` stat.
+fn stat_line(out: &mut String, name: &str, st: &rustix::fs::Stat) -> i128 {
+    let times = (
+        st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+        st.st_ctime as i128 * 1_000_000_000 + st.st_ctime_nsec as i128,
+    );
+    entry_line(out, name, st.st_mode, st.st_size as u64, times, (st.st_dev, st.st_ino))
 }
 
 /// A folder of a [`CopyListing`].
@@ -369,9 +411,22 @@ fn records() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Record)>> {
     RECORDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether two workspace paths are the same path (`==` of paths, which compares them component
+/// by component; equal bytes settle it at once).
+fn same_path(a: &Path, b: &Path) -> bool {
+    a.as_os_str() == b.as_os_str() || a == b
+}
+
+/// The record of the workspace `ws`, looked for from the newest: a running cell's is among the
+/// last few kept, and a search from the oldest compared up to [`RECORDS_KEPT`] paths for each
+/// lookup (there is at most one record per workspace, [`keep_record`]).
+fn record_of<'a>(all: &'a mut [(PathBuf, Record)], ws: &Path) -> Option<&'a mut Record> {
+    all.iter_mut().rev().find(|(dest, _)| same_path(dest, ws)).map(|(_, r)| r)
+}
+
 fn keep_record(dest: &Path, copied: Copied, listing: CopyListing) {
     let mut all = records();
-    all.retain(|(ws, _)| ws != dest);
+    all.retain(|(ws, _)| !same_path(ws, dest));
     if all.len() >= RECORDS_KEPT {
         all.remove(0);
     }
@@ -380,17 +435,17 @@ fn keep_record(dest: &Path, copied: Copied, listing: CopyListing) {
 
 /// Drops the record of the workspace `ws` (a copy removed before its cell took it).
 fn forget(ws: &Path) {
-    records().retain(|(dest, _)| dest != ws);
+    records().retain(|(dest, _)| !same_path(dest, ws));
 }
 
 /// What the last [`fresh`] copy into the workspace `ws` (canonical) made, as a search lists it.
 pub fn copy_listing(ws: &Path) -> Option<Arc<CopyListing>> {
-    records().iter().find(|(dest, _)| dest == ws).map(|(_, r)| r.listing.clone())
+    record_of(&mut records(), ws).map(|r| r.listing.clone())
 }
 
 /// What the last [`fresh`] copy into the workspace `ws` (canonical) made, once.
 pub fn take_copied(ws: &Path) -> Option<Copied> {
-    records().iter_mut().find(|(dest, _)| dest == ws)?.1.copied.take()
+    record_of(&mut records(), ws)?.copied.take()
 }
 
 /// Opens the folder `path` (beneath `dir`) for reading its entries and as the folder the
@@ -402,16 +457,33 @@ fn open_dir(dir: impl AsFd, path: impl rustix::path::Arg) -> rustix::io::Result<
 /// Copies the folder `src` (open, with its copy `dst`, made and open) entry by entry. Every
 /// call names an entry from its open folder (`openat`, `mkdirat`, `symlinkat`, ...), not by
 /// its whole path: a context fixture's files are six to ten folders deep, and a path is
-/// looked up again, component by component, by every call that names it.
+/// looked up again, component by component, by every call that names it. Returns the fixture
+/// folder's entries as it found them ([`FixtureEntries`]), or None when one it skips could not
+/// be looked at.
 fn copy_tree(
     (src, dst): (&Path, &Path),
     (src_fd, dst_fd): (OwnedFd, OwnedFd),
     ways: &mut Ways,
     rel: &str,
     (copied, listing): (&mut Copied, &mut CopyListing),
-) -> io::Result<()> {
+) -> io::Result<Option<FixtureEntries>> {
     let mut names = Vec::new();
     let mut entries_made = Vec::new();
+    // Each fixture entry's lines (a folder's with its own entries), sorted by name at the end;
+    // `whole` is false once an entry could not be looked at.
+    let mut lines: Vec<(OsString, String)> = Vec::new();
+    let mut whole = true;
+    let mut newest_ns = 0;
+    let mut line = |name: &OsStr, st: &rustix::fs::Stat, below: Option<&FixtureEntries>| {
+        let mut text = String::new();
+        newest_ns = stat_line(&mut text, &name.to_string_lossy(), st).max(newest_ns);
+        if let Some(below) = below {
+            text.push_str(&below.lines);
+            text.push_str("..\n");
+            newest_ns = newest_ns.max(below.newest_ns);
+        }
+        lines.push((name.to_os_string(), text));
+    };
     let mut entries = rustix::fs::Dir::new(src_fd)?;
     loop {
         let entry = match entries.read() {
@@ -442,13 +514,17 @@ fn copy_tree(
                 let target =
                     PathBuf::from(OsString::from_vec(rustix::fs::readlinkat(src_dir, cname, Vec::new())?.into_bytes()));
                 rustix::fs::symlinkat(&target, &dst_fd, cname)?;
+                line(&name, &rustix::fs::statat(src_dir, cname, AtFlags::SYMLINK_NOFOLLOW)?, None);
                 copied.symlinks.insert(path, target);
                 entries_made.push((name.to_string_lossy().into_owned(), Made::Symlink));
             }
             FileType::Directory => {
                 rustix::fs::mkdirat(&dst_fd, cname, Mode::from_raw_mode(0o777))?;
                 let dirs = (open_dir(src_dir, cname)?, open_dir(&dst_fd, cname)?);
-                copy_tree((&src.join(&name), &dst.join(&name)), dirs, ways, &path, (&mut *copied, &mut *listing))?;
+                let below =
+                    copy_tree((&src.join(&name), &dst.join(&name)), dirs, ways, &path, (&mut *copied, &mut *listing))?;
+                whole &= below.is_some();
+                line(&name, &copied.folders[&path].source_stat, below.as_ref());
                 entries_made.push((name.to_string_lossy().into_owned(), Made::Folder));
             }
             FileType::RegularFile => {
@@ -476,11 +552,18 @@ fn copy_tree(
                     let stamps = (Stamp::of_stat(&file.stat), Stamp::of_stat(&file.source_stat));
                     listing.files.insert(path.clone(), stamps);
                 }
+                line(&name, &file.source_stat, None);
                 copied.files.insert(path, file);
                 entries_made.push((name.to_string_lossy().into_owned(), Made::File));
             }
-            // Sockets, fifos and devices are not copied.
-            _ => continue,
+            // Sockets, fifos and devices are not copied, but they are the fixture's entries.
+            _ => {
+                match rustix::fs::statat(src_dir, cname, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => line(&name, &st, None),
+                    Err(_) => whole = false,
+                }
+                continue;
+            }
         }
         names.push(name);
     }
@@ -496,7 +579,11 @@ fn copy_tree(
     listing.plain &= same_mtime(&stat, &source_stat);
     listing.folders.insert(rel.to_string(), ListedFolder { stamps, entries: entries_made });
     copied.folders.insert(rel.to_string(), CopiedFolder { names, source_stat, stat });
-    Ok(())
+    if !whole {
+        return Ok(None);
+    }
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(FixtureEntries { lines: lines.into_iter().map(|(_, text)| text).collect(), newest_ns }))
 }
 
 /// Whether two stats have the same modification time (a file system may not keep the one a copy

@@ -184,7 +184,8 @@ pub struct RepoMapView {
 /// night. So a map is built once and reused: kept in this process, and, with `store` (a
 /// folder), in a file there that later processes read ([`stored_map`]). Before a map is reused,
 /// the fixture's entries are checked (path, kind, size, modification and change times, inode:
-/// [`tree_stamp`]), and a stored map must also come from this very hcbench binary, be intact
+/// [`tree_stamp`], as the copy into `workspace` found them when this process made it), and a
+/// stored map must also come from this very hcbench binary, be intact
 /// and fit its budget. The reusing cell's `duration_ms` is the time it spent (the checks and
 /// the read), not the build's. The map is built from the workspace, never from the fixture, so it
 /// reads exactly what the cell's tools would.
@@ -219,7 +220,7 @@ fn fresh_map(
     const KEPT: usize = 1024;
     let started = Instant::now();
     let key = (fixture.to_path_buf(), query.to_string(), budget_tokens);
-    let stamp = tree_stamp(fixture);
+    let stamp = tree_stamp(fixture, workspace);
     let reused = |stats: &IndexStats| IndexStats { duration_ms: started.elapsed().as_millis() as u64, ..stats.clone() };
     if let Some(stamp) = &stamp
         && let Some((kept, stats, view)) = MAPS.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
@@ -341,10 +342,13 @@ impl TreeStamp {
 }
 
 /// FNV-1a over every entry below `dir` (sorted by name): its path, kind, size, modification and
-/// change times, device and inode. A file rewritten in place changes its change time (which no
-/// program can set back), a file replaced or a fixture copied elsewhere its inode. None when a
-/// folder cannot be listed: the map is then built, never reused.
-fn tree_stamp(dir: &Path) -> Option<TreeStamp> {
+/// change times, device and inode ([`crate::workspace::entry_line`]). A file rewritten in place
+/// changes its change time (which no program can set back), a file replaced or a fixture copied
+/// elsewhere its inode. The entries are the ones the copy into `workspace` found, when this
+/// process made that copy of `dir` ([`crate::workspace::CopyListing`]): what the workspace, and
+/// so the map, has (a fixture changed since is another stamp, which the next copy finds); else
+/// `dir` is walked. None when a folder cannot be listed: the map is then built, never reused.
+fn tree_stamp(dir: &Path, workspace: &Path) -> Option<TreeStamp> {
     use std::os::unix::fs::MetadataExt as _;
     fn walk(dir: &Path, listing: &mut String, newest: &mut i128) -> Option<()> {
         let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.collect::<Result<_, _>>().ok()?;
@@ -352,26 +356,30 @@ fn tree_stamp(dir: &Path) -> Option<TreeStamp> {
         for entry in entries {
             // The entry's own metadata (a symlink's, not its target's), looked up from the open folder.
             let meta = entry.metadata().ok()?;
-            let (mtime, ctime) = (
+            let times = (
                 i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
                 i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
             );
-            *newest = (*newest).max(mtime).max(ctime);
-            let _ = writeln!(
+            let name = entry.file_name();
+            let changed = crate::workspace::entry_line(
                 listing,
-                "{}\0{:o}\0{}\0{mtime}\0{ctime}\0{}:{}",
-                entry.file_name().to_string_lossy(),
+                &name.to_string_lossy(),
                 meta.mode(),
                 meta.len(),
-                meta.dev(),
-                meta.ino()
+                times,
+                (meta.dev(), meta.ino()),
             );
+            *newest = (*newest).max(changed);
             if meta.is_dir() {
                 walk(&entry.path(), listing, newest)?;
                 listing.push_str("..\n");
             }
         }
         Some(())
+    }
+    let copied = crate::workspace::copy_listing(workspace).filter(|c| c.fixture == dir);
+    if let Some(entries) = copied.as_ref().and_then(|c| c.fixture_entries.as_ref()) {
+        return Some(TreeStamp { digest: raw_hash_bytes(entries.lines.as_bytes()), newest_ns: entries.newest_ns });
     }
     let mut listing = String::new();
     let mut newest_ns = 0;
@@ -1745,6 +1753,27 @@ if TYPE_CHECKING:
     }
 
     #[test]
+    fn a_fixtures_stamp_from_its_copy_is_the_one_a_walk_finds_and_names_what_the_copy_has() {
+        let fixture = tree(&[("README.md", "# pager\n"), ("pkg/pager.py", PAGER), ("pkg/sub/notes.txt", "n\n")]);
+        std::os::unix::fs::symlink("pkg/pager.py", fixture.path().join("link")).unwrap();
+        let fifo = fixture.path().join("pkg/pipe");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::workspace::fresh(fixture.path(), &dir.path().join("ws"), &dir.path().join("ws")).unwrap();
+        let from_copy = tree_stamp(fixture.path(), &ws).unwrap();
+        // No copy into the folder of the workspaces: the fixture is walked.
+        let walked = tree_stamp(fixture.path(), dir.path()).unwrap();
+        assert_eq!((from_copy.digest, from_copy.newest_ns), (walked.digest, walked.newest_ns));
+        // The fixture changed after the copy: a walk sees it; the copy's stamp is still the copy's.
+        std::fs::write(fixture.path().join("README.md"), "# pager, changed\n").unwrap();
+        assert_ne!(tree_stamp(fixture.path(), dir.path()).unwrap().digest, walked.digest);
+        assert_eq!(tree_stamp(fixture.path(), &ws).unwrap().digest, from_copy.digest);
+        // Another fixture's copy is not taken for this one.
+        let other = tree(&[("README.md", "# pager\n")]);
+        assert_ne!(tree_stamp(other.path(), &ws).unwrap().digest, from_copy.digest);
+    }
+
+    #[test]
     fn the_store_keeps_maps_written_within_its_lifetime_and_removes_older_files() {
         let store = tempfile::tempdir().unwrap();
         let (fresh, old, stray) =
@@ -1774,7 +1803,9 @@ if TYPE_CHECKING:
             std::fs::copy(fixture.path().join(f), ws.path().join(f)).unwrap();
         }
         let query = ("the stored page size", 400);
-        let key = |fixture: &Path| StoredMap::key(fixture, &tree_stamp(fixture).unwrap(), query.0, query.1).unwrap();
+        let key = |fixture: &Path| {
+            StoredMap::key(fixture, &tree_stamp(fixture, ws.path()).unwrap(), query.0, query.1).unwrap()
+        };
         // A fixture written just now is racy: its map is kept in the process, not stored.
         let (stats, view) = fresh_workspace_map(fixture.path(), ws.path(), query.0, query.1, Some(store.path()));
         assert!(stored_map(store.path(), &key(fixture.path()), query.0, query.1).is_none());
