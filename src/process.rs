@@ -341,7 +341,7 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     let env = environment(spec);
     // A program that does not exist is an error of the case or the harness, not a failing
     // command: find it first, in the PATH the command gets, as the host would have said.
-    let search = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("");
+    let search = env.path();
     let Some(found) = find_program(program, search, &spec.cwd) else {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("`{program}` not found")));
     };
@@ -350,7 +350,7 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
     if let Some(cell) = spec.sandbox.cell()
         && let Some(session) = cell.take(&spec.workspace, &spec.mounts)?
     {
-        match supervised(session, spec, env.clone()).await {
+        match supervised(session, spec, env.pairs()).await {
             Supervised::Ran(outcome, Some(session)) => {
                 cell.give_back(*session);
                 return outcome;
@@ -376,10 +376,13 @@ pub async fn run(spec: &CommandSpec) -> io::Result<CommandOutcome> {
         })?
     };
     let argv: Vec<std::ffi::OsString> = std::iter::once(program).chain(args).collect();
+    let own = env.own.iter().map(|(k, v)| spawn::env_entry(k, v)).collect::<io::Result<Vec<_>>>()?;
+    let envp: Vec<&std::ffi::CStr> =
+        env.allowlist.kept(&env.own).map(|(_, e)| e).chain(own.iter().map(|e| e.as_c_str())).collect();
     let start = spawn::Start {
         program: &resolved,
         argv: &argv,
-        env: &env,
+        env: &envp,
         cwd: &spec.cwd,
         stdin: spec.stdin.is_some(),
         limits: spec.limits,
@@ -443,16 +446,37 @@ pub fn prepare(spec: &CommandSpec) -> io::Result<()> {
     }
 }
 
+/// The whole environment of a command: what [`sandbox::child_env`] gives it, then
+/// GIT_CEILING_DIRECTORIES. The allowlist's part is shared with every command of its kind
+/// ([`sandbox::Allowlist`]); only the command's own entries are made for it.
+struct Environment {
+    allowlist: Arc<sandbox::Allowlist>,
+    /// The command's own entries, which follow the allowlist's it keeps.
+    own: Vec<(String, String)>,
+}
+
+impl Environment {
+    /// The PATH the command gets.
+    fn path(&self) -> &str {
+        self.allowlist.path(&self.own)
+    }
+
+    /// Every entry, in order, as a pair.
+    fn pairs(&self) -> Vec<(String, String)> {
+        self.allowlist.kept(&self.own).map(|(pair, _)| pair.clone()).chain(self.own.iter().cloned()).collect()
+    }
+}
+
 /// The whole environment of `spec`'s command.
-fn environment(spec: &CommandSpec) -> Vec<(String, String)> {
-    let mut env = sandbox::child_env(&spec.sandbox, &spec.env);
+fn environment(spec: &CommandSpec) -> Environment {
+    let mut own = sandbox::own_env(&spec.env);
     // git stops looking for a repository at the workspace's parent: a fixture without a .git of
     // its own is no repository, whatever folder it was copied into (the sandbox hides the
     // parents anyway; this is for `--sandbox none`).
     if let Some(parent) = spec.workspace.path.parent() {
-        env.push(("GIT_CEILING_DIRECTORIES".into(), parent.to_string_lossy().into_owned()));
+        own.push(("GIT_CEILING_DIRECTORIES".into(), parent.to_string_lossy().into_owned()));
     }
-    env
+    Environment { allowlist: sandbox::Allowlist::of(&spec.sandbox), own }
 }
 
 /// How a command sent to a cell's supervisor went.

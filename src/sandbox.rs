@@ -231,41 +231,113 @@ impl Limits {
 /// of hcbench's own environment passes except PATH, and only without a sandbox, where the
 /// host's programs are what the command runs.
 pub fn child_env(sandbox: &Sandbox, extra: &[(String, String)]) -> Vec<(String, String)> {
-    let (path, tmp) = match sandbox {
-        // The sandbox's /tmp is private and empty.
-        Sandbox::Bubblewrap(_) | Sandbox::Cell(_) => (SANDBOX_PATH.to_string(), "/tmp".to_string()),
-        Sandbox::None => (
-            std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.to_string()),
-            std::env::temp_dir().to_string_lossy().into_owned(),
-        ),
-    };
-    let mut env: Vec<(String, String)> = [
-        ("PATH", path.as_str()),
-        ("HOME", tmp.as_str()),
-        ("TMPDIR", tmp.as_str()),
-        ("LANG", "C.UTF-8"),
-        ("LC_ALL", "C.UTF-8"),
-        ("TZ", "UTC"),
-        ("PYTHONHASHSEED", "0"),
-        ("PYTHONDONTWRITEBYTECODE", "1"),
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        // Who commits, and when: a multi-session case's agent commits in its workspace, where
-        // no git identity is configured; fixed dates make the same work the same commit ids.
-        ("GIT_AUTHOR_NAME", "hcbench agent"),
-        ("GIT_AUTHOR_EMAIL", "agent@hcbench.invalid"),
-        ("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z"),
-        ("GIT_COMMITTER_NAME", "hcbench agent"),
-        ("GIT_COMMITTER_EMAIL", "agent@hcbench.invalid"),
-        ("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    for (k, v) in extra {
-        env.retain(|(name, _)| name != k);
-        env.push((k.clone(), v.clone()));
-    }
+    let allowlist = Allowlist::of(sandbox);
+    let mut env: Vec<(String, String)> = allowlist.kept(extra).map(|(pair, _)| pair.clone()).collect();
+    env.extend(own_env(extra));
     env
+}
+
+/// `extra` as it ends a child's environment ([`child_env`]): a name given twice keeps its last
+/// value, at the place of its last.
+pub(crate) fn own_env(extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut own: Vec<(String, String)> = Vec::with_capacity(extra.len() + 1);
+    for (k, v) in extra {
+        own.retain(|(name, _)| name != k);
+        own.push((k.clone(), v.clone()));
+    }
+    own
+}
+
+/// The allowlist's entries of a child's environment, before what the command adds: the same
+/// for every command of a kind (sandboxed, or not with the host's PATH and temp folder), so
+/// they are made once per process and kind ([`Allowlist::of`]) instead of once per command,
+/// with the `NAME=value` strings exec takes.
+#[derive(Debug)]
+pub(crate) struct Allowlist {
+    /// PATH, HOME, TMPDIR, then the fixed settings, in this order.
+    pairs: Vec<(String, String)>,
+    /// The same entries as exec takes them.
+    exec: Vec<std::ffi::CString>,
+    /// Without a sandbox, the host's PATH and temp folder as read when these were made: they
+    /// are read again for every command, and a change makes new ones (the gate points TMPDIR
+    /// into its private area after the sandbox was resolved, `gate::private::enter`).
+    host: Option<(Option<OsString>, PathBuf)>,
+}
+
+/// The settings every child gets, after PATH, HOME and TMPDIR.
+const FIXED_ENV: &[(&str, &str)] = &[
+    ("LANG", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+    ("TZ", "UTC"),
+    ("PYTHONHASHSEED", "0"),
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    // Who commits, and when: a multi-session case's agent commits in its workspace, where
+    // no git identity is configured; fixed dates make the same work the same commit ids.
+    ("GIT_AUTHOR_NAME", "hcbench agent"),
+    ("GIT_AUTHOR_EMAIL", "agent@hcbench.invalid"),
+    ("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z"),
+    ("GIT_COMMITTER_NAME", "hcbench agent"),
+    ("GIT_COMMITTER_EMAIL", "agent@hcbench.invalid"),
+    ("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z"),
+];
+
+impl Allowlist {
+    /// The allowlist of a command in `sandbox`.
+    pub(crate) fn of(sandbox: &Sandbox) -> Arc<Allowlist> {
+        static SANDBOXED: std::sync::LazyLock<Arc<Allowlist>> =
+            std::sync::LazyLock::new(|| Arc::new(Allowlist::new(SANDBOX_PATH, "/tmp", None)));
+        static HOST: Mutex<Option<Arc<Allowlist>>> = Mutex::new(None);
+        match sandbox {
+            // The sandbox's /tmp is private and empty.
+            Sandbox::Bubblewrap(_) | Sandbox::Cell(_) => SANDBOXED.clone(),
+            Sandbox::None => {
+                let host = (std::env::var_os("PATH"), std::env::temp_dir());
+                let mut made = HOST.lock().unwrap_or_else(|p| p.into_inner());
+                match made.as_ref() {
+                    Some(a) if a.host.as_ref() == Some(&host) => a.clone(),
+                    _ => {
+                        let path = host.0.as_ref().and_then(|p| p.to_str()).unwrap_or(SANDBOX_PATH).to_string();
+                        let tmp = host.1.to_string_lossy().into_owned();
+                        let a = Arc::new(Allowlist::new(&path, &tmp, Some(host)));
+                        *made = Some(a.clone());
+                        a
+                    }
+                }
+            }
+        }
+    }
+
+    fn new(path: &str, tmp: &str, host: Option<(Option<OsString>, PathBuf)>) -> Allowlist {
+        let pairs: Vec<(String, String)> = [("PATH", path), ("HOME", tmp), ("TMPDIR", tmp)]
+            .into_iter()
+            .chain(FIXED_ENV.iter().copied())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // Nothing here holds a NUL: the constants do not, and PATH and the temp folder come
+        // from the C strings of hcbench's own environment.
+        let exec =
+            pairs.iter().map(|(k, v)| std::ffi::CString::new(format!("{k}={v}")).expect("no NUL inside")).collect();
+        Allowlist { pairs, exec, host }
+    }
+
+    /// The search path of a command whose own environment is `extra`.
+    pub(crate) fn path<'a>(&'a self, extra: &'a [(String, String)]) -> &'a str {
+        let own = extra.iter().rev().find(|(k, _)| k == "PATH");
+        own.map_or(self.pairs[0].1.as_str(), |(_, v)| v.as_str())
+    }
+
+    /// The entries a command whose own environment is `extra` keeps (those it does not set
+    /// itself), in order, each as a pair and as exec takes it.
+    pub(crate) fn kept<'a>(
+        &'a self,
+        extra: &'a [(String, String)],
+    ) -> impl Iterator<Item = (&'a (String, String), &'a std::ffi::CStr)> {
+        self.pairs
+            .iter()
+            .zip(self.exec.iter().map(|c| c.as_c_str()))
+            .filter(|((name, _), _)| !extra.iter().any(|(k, _)| k == name))
+    }
 }
 
 impl Sandbox {
@@ -658,14 +730,52 @@ fn system_paths() -> Vec<SystemPath> {
 
 /// `name` as the PATH `search` resolves it, when it is an executable file; a name with a slash
 /// is relative to `cwd`.
+///
+/// What a name was found as on a PATH is kept for the process ([`FOUND`]), as a shell's `hash`
+/// keeps it: looking it up again is one `stat` of that file instead of one per directory of
+/// PATH up to it (every command's program is looked up, on a PATH that may start with several
+/// directories of shims). While that file is an executable file, the name resolves to it; once
+/// it is gone (or no longer executable), PATH is walked again. A directory earlier on PATH that
+/// gains the name afterwards is not seen: as with `hash`, the run goes on with the program it
+/// found first, so its cells all run the same one, and a program dropped into a directory of
+/// PATH by a command (without a sandbox) cannot stand in for it later. Only what was found
+/// through absolute directories is kept; a relative one means another file in another folder.
 pub fn find_program(name: &str, search: impl AsRef<std::ffi::OsStr>, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if name.contains('/') {
         return Some(cwd.join(name)).filter(|p| is_exe(p));
     }
-    std::env::split_paths(&search).map(|d| d.join(name)).find(|p| is_exe(p))
+    let search = search.as_ref();
+    let known = FOUND.lock().unwrap_or_else(|p| p.into_inner()).get(search).and_then(|n| n.get(name)).cloned();
+    if let Some(path) = known
+        && is_exe(&path)
+    {
+        return Some(path);
+    }
+    let mut absolute = true;
+    let found = std::env::split_paths(search).find_map(|d| {
+        absolute &= d.is_absolute();
+        Some(d.join(name)).filter(|p| is_exe(p))
+    });
+    let mut kept = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    match &found {
+        Some(path) if absolute => {
+            kept.entry(search.to_os_string()).or_default().insert(name.to_string(), path.clone());
+        }
+        _ => {
+            if let Some(names) = kept.get_mut(search) {
+                names.remove(name);
+            }
+        }
+    }
+    found
 }
+
+/// What [`find_program`] found, by PATH and name. It holds only executables that exist on a
+/// PATH hcbench ran a command with, so it stays as small as those directories.
+static FOUND: Mutex<std::collections::BTreeMap<OsString, std::collections::BTreeMap<String, PathBuf>>> =
+    Mutex::new(std::collections::BTreeMap::new());
 
 /// `name` on hcbench's own PATH.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
@@ -703,6 +813,39 @@ mod tests {
             ]
         );
         assert_eq!(env.last().unwrap().1, "Asia/Tokyo", "what a case declares wins");
+    }
+
+    /// A program found on a PATH is kept while it is there: a directory earlier on PATH that
+    /// gains the name is not seen, the file's removal is; a relative directory is never kept.
+    #[test]
+    fn a_program_found_is_kept_until_it_goes() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let (early, late) = (tmp.path().join("early"), tmp.path().join("late"));
+        std::fs::create_dir(&early).unwrap();
+        std::fs::create_dir(&late).unwrap();
+        let program = |dir: &Path| {
+            let path = dir.join("hcbench-kept-tool");
+            std::fs::write(&path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        };
+        let search = std::env::join_paths([&early, &late]).unwrap();
+        let find = || find_program("hcbench-kept-tool", &search, Path::new("/"));
+        assert_eq!(find(), None);
+        let first = program(&late);
+        assert_eq!(find(), Some(first.clone()));
+        program(&early);
+        assert_eq!(find(), Some(first.clone()), "as with a shell's `hash`, the program found first");
+        std::fs::remove_file(&first).unwrap();
+        assert_eq!(find(), Some(early.join("hcbench-kept-tool")), "gone: PATH is walked again");
+        // Through a relative directory (here the same folder), nothing is kept: each lookup
+        // resolves it from where hcbench is.
+        let relative = std::env::join_paths([Path::new("hcbench-no-such-dir"), &late]).unwrap();
+        let again = program(&late);
+        assert_eq!(find_program("hcbench-kept-tool", &relative, Path::new("/")), Some(again.clone()));
+        let kept = FOUND.lock().unwrap().get(relative.as_os_str()).is_some_and(|n| n.contains_key("hcbench-kept-tool"));
+        assert!(!kept, "found through a relative directory: not kept");
     }
 
     #[test]

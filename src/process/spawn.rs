@@ -19,7 +19,7 @@
 //! SIGCHLD handling reaps only the children it started itself), and its output pipes are
 //! tokio pipes.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -46,8 +46,8 @@ pub(crate) struct Start<'a> {
     pub program: &'a Path,
     /// Its whole argv, argv[0] included.
     pub argv: &'a [std::ffi::OsString],
-    /// Its whole environment.
-    pub env: &'a [(String, String)],
+    /// Its whole environment, `NAME=value` each ([`env_entry`]).
+    pub env: &'a [&'a CStr],
     pub cwd: &'a Path,
     /// A pipe on stdin when true; /dev/null otherwise.
     pub stdin: bool,
@@ -226,6 +226,12 @@ fn c_string(s: &[u8]) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "nul byte found in provided data"))
 }
 
+/// An entry of a child's environment as exec takes it, `NAME=value`, or the error std gives
+/// for a NUL inside.
+pub(crate) fn env_entry(name: &str, value: &str) -> io::Result<CString> {
+    c_string(&[name.as_bytes(), b"=", value.as_bytes()].concat())
+}
+
 /// `fd` moved above 0-2 (when hcbench itself runs with a standard stream closed, a new pipe
 /// can get one of those numbers, which the child's dup2 onto 0-2 would then clobber).
 fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
@@ -262,11 +268,6 @@ pub(crate) fn spawn(start: &Start) -> io::Result<Spawned> {
     let program = c_string(start.program.as_os_str().as_bytes())?;
     let cwd = c_string(start.cwd.as_os_str().as_bytes())?;
     let argv: Vec<CString> = start.argv.iter().map(|a| c_string(a.as_bytes())).collect::<io::Result<_>>()?;
-    let envp: Vec<CString> = start
-        .env
-        .iter()
-        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", OsStr::new(v).as_bytes()].concat()))
-        .collect::<io::Result<_>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     // A program the kernel cannot execute itself (a script without `#!`) is run by /bin/sh, as
@@ -274,7 +275,7 @@ pub(crate) fn spawn(start: &Start) -> io::Result<Spawned> {
     let shell = c"/bin/sh";
     let mut shell_ptrs: Vec<*const libc::c_char> = vec![shell.as_ptr(), program.as_ptr()];
     shell_ptrs.extend(argv_ptrs[1..].iter().copied());
-    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+    let mut envp_ptrs: Vec<*const libc::c_char> = start.env.iter().map(|e| e.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
     let (stdin_read, stdin_write) = if start.stdin {
         let (r, w) = pipe_pair()?;
