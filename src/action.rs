@@ -17,8 +17,9 @@
 
 use std::sync::LazyLock;
 
+use serde::de::value::MapDeserializer;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The action a model asks for: a tool name and its arguments.
 ///
@@ -374,16 +375,24 @@ pub enum Call {
 
 impl Call {
     /// Parses an action into a typed call; the error says what is wrong with the arguments.
+    ///
+    /// The call is read straight from the action's arguments, borrowed, as the two entries
+    /// `tool` then `args`: tag first, serde's adjacently tagged enum reads the arguments
+    /// directly into their variant. (Building a JSON object of the two would clone the
+    /// arguments, and its keys, sorted, put `args` before `tool`, which makes serde buffer a
+    /// second copy until it knows the variant: most of the parse's cost, once per call.)
     pub fn from_action(action: &Action) -> Result<Call, String> {
         let tool = Tool::parse(&action.tool)
             .ok_or_else(|| format!("unknown tool `{}`; known tools: {}", action.tool, Tool::names()))?;
+        let no_args = Value::Object(Map::new());
         let args = match &action.args {
-            Value::Null => Value::Object(Default::default()),
-            Value::Object(_) => action.args.clone(),
+            Value::Null => &no_args,
+            Value::Object(_) => &action.args,
             other => return Err(format!("arguments of `{}` must be an object, got {other}", tool.as_str())),
         };
-        let tagged = serde_json::json!({ "tool": tool.as_str(), "args": args });
-        serde_json::from_value(tagged).map_err(|e| format!("invalid arguments for `{}`: {e}", tool.as_str()))
+        let tag = Value::from(tool.as_str());
+        let tagged = MapDeserializer::<_, serde_json::Error>::new([("tool", &tag), ("args", args)].into_iter());
+        Call::deserialize(tagged).map_err(|e| format!("invalid arguments for `{}`: {e}", tool.as_str()))
     }
 
     pub fn tool(&self) -> Tool {
@@ -406,7 +415,7 @@ impl Call {
 mod tests {
     use std::collections::BTreeSet;
 
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     use super::*;
 
@@ -508,6 +517,32 @@ mod tests {
         assert_eq!(main(Tool::EditFile), None);
         assert_eq!(main(Tool::WriteFile), None);
         assert_eq!(main(Tool::RunTests), None);
+    }
+
+    /// The errors read as they did when the call was parsed from a JSON object of the tag and
+    /// the arguments: the model is shown them and they are in traces.
+    #[test]
+    fn argument_errors_read_as_from_a_tagged_object() {
+        let cases = [
+            ("edit_file", json!({"path": "a.py"})),
+            ("edit_file", json!({"path": 3, "old": "a", "new": "b"})),
+            ("read_file", json!({"path": "a.py", "start_line": -1})),
+            ("read_file", json!({"path": "a.py", "start_line": 1.5, "end_line": null})),
+            ("read_file", json!({"path": "a.py", "end_line": "9"})),
+            ("list_files", json!({"max_depth": [1]})),
+            ("write_file", json!({"path": "a", "content": {"x": 1}, "overwrite": "yes"})),
+            ("run_command", json!({"argv": "ls -l"})),
+            ("run_command", json!({"argv": ["ls", 1]})),
+            ("search_code", json!({"pattern": null})),
+            ("finish", json!({"answer": false, "extra": 1})),
+            ("run_tests", json!({"anything": 1})),
+        ];
+        for (tool, args) in cases {
+            let tagged = json!({ "tool": tool, "args": args.clone() });
+            let before =
+                serde_json::from_value::<Call>(tagged).map_err(|e| format!("invalid arguments for `{tool}`: {e}"));
+            assert_eq!(Call::from_action(&Action::new(tool, args)), before, "{tool}");
+        }
     }
 
     #[test]

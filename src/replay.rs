@@ -475,9 +475,9 @@ impl SummaryBuilder {
             }
             LeanBody::Resumed => s.resumes += 1,
             LeanBody::Checkpoint => {
-                let mut saved = self.clone();
-                saved.at_checkpoint = None;
-                self.at_checkpoint = Some(Box::new(saved));
+                // The earlier checkpoint's state is dropped before the copy, not copied with it.
+                self.at_checkpoint = None;
+                self.at_checkpoint = Some(Box::new(self.clone()));
             }
             LeanBody::Other => {}
         }

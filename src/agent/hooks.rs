@@ -564,10 +564,14 @@ impl Turn<'_, '_> {
         let cell = self.cell;
         let (spec, case) = (cell.plan.spec.as_ref(), cell.plan.case.as_ref());
         let mut note = String::new();
+        let rewritten = spec.hooks.pre.iter().any(|h| h.applies(call.tool()))
+            && Call::from_action(action).is_ok_and(|asked| &asked != call);
+        if !rewritten && !spec.hooks.post.iter().any(|h| h.applies(call.tool())) {
+            // Nothing here reads the arguments (most specs have no hooks): their JSON is not built.
+            return Ok(note);
+        }
         let args = args_of(call);
-        if spec.hooks.pre.iter().any(|h| h.applies(call.tool()))
-            && Call::from_action(action).is_ok_and(|asked| &asked != call)
-        {
+        if rewritten {
             note.push_str(&format!("\n[a pre hook rewrote the arguments; the call ran with {args}]"));
         }
         for hook in spec.hooks.post.iter().filter(|h| h.applies(call.tool())) {

@@ -609,23 +609,27 @@ const STOPWORDS: &[&str] = &[
 /// [`STOPWORDS`] left out.
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    // A token's characters and where each starts, kept from token to token: a word is the
+    // token's text between two of them, lowercased in one allocation.
+    let mut chars: Vec<(usize, char)> = Vec::new();
     for token in text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()) {
-        let chars: Vec<char> = token.chars().collect();
+        chars.clear();
+        chars.extend(token.char_indices());
         let mut start = 0;
         for i in 1..=chars.len() {
             let boundary = i == chars.len() || {
-                let (prev, cur) = (chars[i - 1], chars[i]);
-                let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
+                let (prev, cur) = (chars[i - 1].1, chars[i].1);
+                let next_lower = chars.get(i + 1).is_some_and(|(_, c)| c.is_lowercase());
                 (cur.is_uppercase() && (prev.is_lowercase() || prev.is_numeric()))
                     || (cur.is_uppercase() && prev.is_uppercase() && next_lower)
             };
             if boundary {
-                let word: String = chars[start..i].iter().collect::<String>().to_lowercase();
+                let end = chars.get(i).map_or(token.len(), |&(at, _)| at);
+                let mut word = token[chars[start].0..end].to_lowercase();
                 start = i;
-                let word = match word.strip_suffix('s') {
-                    Some(stem) if word.len() > 3 && !stem.ends_with('s') => stem.to_string(),
-                    _ => word,
-                };
+                if word.len() > 3 && word.ends_with('s') && !word[..word.len() - 1].ends_with('s') {
+                    word.pop();
+                }
                 if word.chars().count() >= 3 && !word.chars().all(char::is_numeric) && !STOPWORDS.contains(&&*word) {
                     out.push(word);
                 }
@@ -1307,6 +1311,8 @@ exact text, including indentation (step 6); run_command not run: denied by polic
         assert_eq!(words("parseHTTPHeader page_count"), ["parse", "http", "header", "page", "count"]);
         assert_eq!(words("Fix the items in pager.py"), ["item", "pager"]);
         assert_eq!(words("class Page2Items: test_x"), ["page2", "item"]);
+        // Letters beyond ASCII split and lowercase alike (a final capital sigma lowercases as such).
+        assert_eq!(words("ÉtatsUnis straße ΣΑΣ"), ["état", "uni", "straße", "σας"]);
     }
 
     #[test]

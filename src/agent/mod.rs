@@ -923,7 +923,8 @@ impl Turn<'_, '_> {
         note: &str,
     ) -> io::Result<()> {
         let step = self.step;
-        let shown = format!("{}{note}", preview_text(&out.text));
+        let mut shown = preview_text(&out.text);
+        shown.push_str(note);
         let tool_name = &action.tool;
         // A batched call's artifact is named by its position too: two reads of one reply would
         // otherwise share a name.

@@ -124,7 +124,7 @@ impl TraceWriter {
             body,
         };
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &event).map_err(io::Error::other)?;
+        event.write_line(&mut self.line).map_err(io::Error::other)?;
         self.line.push(b'\n');
         // The backstop of API-key redaction: no line carries a key the process holds.
         crate::model::secrets::scrub_event(&mut event, &mut self.line)?;
@@ -151,6 +151,35 @@ mod tests {
 
     fn step(step: u32) -> EventBody {
         EventBody::StateUpdated { step, steps_used: step, files_modified: Vec::new(), finished: false }
+    }
+
+    /// A line is the event's `Serialize` form, byte for byte, whatever the body's shape: a
+    /// payload of plain fields, of flattened ones, of JSON values and of escaped text.
+    #[test]
+    fn lines_are_the_serialized_events() {
+        use crate::trace::event::Delegated;
+        let bodies = [
+            step(7),
+            EventBody::ModelAction {
+                step: 1,
+                tool: "edit_file".into(),
+                args: serde_json::json!({"path": "a\"b.py", "old": "x\n\ty", "new": "\u{1f}é"}),
+                usage: None,
+                latency_ms: 3,
+                batch: None,
+            },
+            EventBody::DelegationCompleted { step: 2, id: 1, spent: Delegated::default() },
+            EventBody::ResumeRefused { reason: "no checkpoint".into(), abandoned_trace: String::new() },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let mut w = TraceWriter::create(&path, "run \"1\"", "cell/é").unwrap();
+        let mut expected = String::new();
+        for body in bodies {
+            let event = w.append(body).unwrap();
+            expected += &(serde_json::to_string(&event).unwrap() + "\n");
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
     }
 
     /// Held lines reach the file only when flushed, appended after or dropped with the writer,
