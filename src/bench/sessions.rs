@@ -184,31 +184,35 @@ pub fn parts(steps: &[Action]) -> usize {
     finishes + usize::from(steps.last().is_some_and(|a| a.tool != "finish"))
 }
 
-/// The steps of session `index` (0-based): the list is cut after each top-level `finish` (an
-/// action, or a batch holding one), and session `index` plays part `index`. Past the last part
-/// the session gets nothing, so the provider finishes at once.
-pub fn session_part(steps: Vec<Step>, index: usize) -> Vec<Step> {
-    let ends = |s: &Step| match s {
-        Step::Action(a) => a.tool == "finish",
-        Step::Batch(b) => b.batch.iter().any(|a| a.tool == "finish"),
-        // A delegation's own steps end with the child's `finish`, not the session's.
-        Step::Branch(_) | Step::Delegate(_) => false,
-    };
-    let mut part = 0;
-    let mut out = Vec::new();
-    for step in steps {
-        let last = ends(&step);
-        if part == index {
-            out.push(step);
-        }
-        if last {
-            part += 1;
-            if part > index {
-                break;
-            }
+/// A step of an oracle or a script, which may end its session.
+pub trait SessionStep {
+    /// Whether the step is a top-level `finish` (an action, or a batch holding one).
+    fn ends_session(&self) -> bool;
+}
+
+impl SessionStep for Action {
+    fn ends_session(&self) -> bool {
+        self.tool == "finish"
+    }
+}
+
+impl SessionStep for Step {
+    fn ends_session(&self) -> bool {
+        match self {
+            Step::Action(a) => a.ends_session(),
+            Step::Batch(b) => b.batch.iter().any(Action::ends_session),
+            // A delegation's own steps end with the child's `finish`, not the session's.
+            Step::Branch(_) | Step::Delegate(_) => false,
         }
     }
-    out
+}
+
+/// The steps of session `index` (0-based): the list is cut after each step that ends a
+/// session, and session `index` plays part `index`. Past the last part the session gets
+/// nothing, so the provider finishes at once. A slice of `steps`: the caller copies only the
+/// session's part, not the whole script (the oracle's is every session's code).
+pub fn session_part<S: SessionStep>(steps: &[S], index: usize) -> &[S] {
+    steps.split_inclusive(S::ends_session).nth(index).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -226,10 +230,13 @@ mod tests {
     #[test]
     fn each_session_plays_its_part_up_to_its_finish() {
         let steps = vec![read("a"), finish(), read("b"), read("c"), finish(), read("d")];
-        assert_eq!(session_part(steps.clone(), 0), vec![read("a"), finish()]);
-        assert_eq!(session_part(steps.clone(), 1), vec![read("b"), read("c"), finish()]);
-        assert_eq!(session_part(steps.clone(), 2), vec![read("d")]);
-        assert!(session_part(steps, 3).is_empty());
+        assert_eq!(session_part(&steps, 0), [read("a"), finish()]);
+        assert_eq!(session_part(&steps, 1), [read("b"), read("c"), finish()]);
+        assert_eq!(session_part(&steps, 2), [read("d")]);
+        assert!(session_part(&steps, 3).is_empty());
+        let oracle = [Action::finish("first"), Action::new("read_file", serde_json::json!({ "path": "b" }))];
+        assert_eq!(session_part(&oracle, 1), &oracle[1..], "an oracle's actions are cut the same way");
+        assert!(session_part(&oracle[..1], 1).is_empty(), "a list ending in finish has no part after it");
     }
 
     #[test]

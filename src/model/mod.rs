@@ -257,17 +257,18 @@ impl Profile {
 impl Profile {
     /// A fresh provider for session `index` (0-based) of a multi-session case. A model gets a
     /// new provider as a cell does; the oracle and a script play the part of their steps that
-    /// belongs to the session (`bench::sessions::session_part`: the list is cut at `finish`).
+    /// belongs to the session (`bench::sessions::session_part`: the list is cut at `finish`),
+    /// converting only that part.
     pub fn provider_for_session(&self, case: &Case, epoch: u32, index: usize) -> Box<dyn Provider> {
         use crate::bench::sessions::session_part;
         match &self.kind {
             ProfileKind::Oracle => Box::new(QueueProvider::new(
                 ModelInfo { provider: "oracle".into(), model: "oracle".into(), ..Default::default() },
-                session_part(case.oracle.iter().cloned().map(scripted::Step::from).collect(), index),
+                session_part(&case.oracle, index).iter().cloned().map(scripted::Step::from).collect(),
             )),
             ProfileKind::Scripted(script) => Box::new(QueueProvider::new(
                 ModelInfo { provider: "scripted".into(), model: script.label.clone(), ..Default::default() },
-                session_part(script.actions_for(case, epoch), index),
+                session_part(&script.actions_for(case, epoch), index).to_vec(),
             )),
             ProfileKind::Http(_) => self.provider_for(case, epoch),
         }
