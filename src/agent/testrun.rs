@@ -120,6 +120,19 @@ impl RunFolder {
             }
         }
     }
+
+    /// Opens the file `name` in the folder to read it, as `File::open` would (following a
+    /// symlink): through the folder held open when it is one of the process's.
+    fn open(&self, name: &str) -> io::Result<std::fs::File> {
+        match self {
+            RunFolder::Fresh(dir) => std::fs::File::open(dir.path().join(name)),
+            RunFolder::Reused(folder) => {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+                Ok(rustix::fs::openat(&folder.dir().fd, name, flags, Mode::empty())?.into())
+            }
+        }
+    }
 }
 
 impl Prepared {
@@ -162,7 +175,7 @@ impl Prepared {
     }
 
     fn read(&self) -> Result<RunnerResults, ResultsError> {
-        read_results(&self.results_file())
+        read_results(self.folder.open("results.json"))
     }
 }
 
@@ -445,16 +458,16 @@ impl VerifierWrapper {
 
     /// Whether the script finished with status 0: the done file holds this run's nonce.
     pub fn finished(&self) -> bool {
-        read_small(&self.prepared.results_dir().join("done")).is_ok_and(|d| d == self.prepared.nonce.as_bytes())
+        let done = self.prepared.folder.open("done").and_then(read_small);
+        done.is_ok_and(|d| d == self.prepared.nonce.as_bytes())
     }
 }
 
-/// The bytes of a file a run wrote (its results, its done file): an open, reads until the end
-/// and a close. Not `std::fs::read` nor `File::read_to_end`, whose `statx` for the size is a
-/// system call more per file, for files of a few KiB at most.
-fn read_small(path: &Path) -> io::Result<Vec<u8>> {
+/// The bytes of a file a run wrote (its results, its done file), opened by
+/// [`RunFolder::open`]: reads until the end, then the close. Not `File::read_to_end`, whose
+/// `statx` for the size is a system call more per file, for files of a few KiB at most.
+fn read_small(mut file: std::fs::File) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 8 << 10];
     loop {
@@ -467,9 +480,9 @@ fn read_small(path: &Path) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Reads a results file; a missing file is [`ResultsError::Missing`].
-pub fn read_results(path: &Path) -> Result<RunnerResults, ResultsError> {
-    let bytes = match read_small(path) {
+/// Reads the results file `opened`; a missing file is [`ResultsError::Missing`].
+fn read_results(opened: io::Result<std::fs::File>) -> Result<RunnerResults, ResultsError> {
+    let bytes = match opened.and_then(read_small) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ResultsError::Missing),
         Err(e) => return Err(ResultsError::Unreadable(e.to_string())),
