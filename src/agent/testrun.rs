@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write as _};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -100,7 +101,36 @@ impl RunFolder {
     fn path(&self) -> &Path {
         match self {
             RunFolder::Fresh(dir) => dir.path(),
-            RunFolder::Reused(folder) => &folder.0,
+            RunFolder::Reused(folder) => &folder.dir().path,
+        }
+    }
+
+    /// Creates the new file `name` in the folder, never through a name already there
+    /// (`O_EXCL` follows no symlink): through the folder held open when it is one of the
+    /// process's, so the folder's path is not looked up again.
+    fn create(&self, name: &str) -> io::Result<std::fs::File> {
+        match self {
+            RunFolder::Fresh(dir) => {
+                std::fs::OpenOptions::new().write(true).create_new(true).open(dir.path().join(name))
+            }
+            RunFolder::Reused(folder) => {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+                Ok(rustix::fs::openat(&folder.dir().fd, name, flags, Mode::from_raw_mode(0o666))?.into())
+            }
+        }
+    }
+
+    /// Opens the file `name` in the folder to read it, as `File::open` would (following a
+    /// symlink): through the folder held open when it is one of the process's.
+    fn open(&self, name: &str) -> io::Result<std::fs::File> {
+        match self {
+            RunFolder::Fresh(dir) => std::fs::File::open(dir.path().join(name)),
+            RunFolder::Reused(folder) => {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+                Ok(rustix::fs::openat(&folder.dir().fd, name, flags, Mode::empty())?.into())
+            }
         }
     }
 }
@@ -121,18 +151,14 @@ impl Prepared {
             }
             None => {
                 let (bin, folder) = RunnerHome::take(script, text)?;
-                let mounts = vec![Mount::read_only(&bin), Mount::writable(&folder.0)];
+                let mounts = vec![Mount::read_only(&bin), Mount::writable(&folder.dir().path)];
                 (RunFolder::Reused(folder), bin, mounts)
             }
         };
         let nonce = nonce();
-        // A new file, never through a name already there (`O_EXCL` follows no symlink): the
-        // folder is empty unless something put an entry in it since it was made or emptied.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(folder.path().join("nonce"))?
-            .write_all(nonce.as_bytes())?;
+        // A new file: the folder is empty unless something put an entry in it since it was
+        // made or emptied.
+        folder.create("nonce")?.write_all(nonce.as_bytes())?;
         Ok(Prepared { folder, bin, script, nonce, mounts })
     }
 
@@ -149,7 +175,7 @@ impl Prepared {
     }
 
     fn read(&self) -> Result<RunnerResults, ResultsError> {
-        read_results(&self.results_file())
+        read_results(self.folder.open("results.json"))
     }
 }
 
@@ -179,7 +205,7 @@ struct RunnerHome {
     /// Each script's file as it was when last found to hold the binary's text.
     checked: Vec<(&'static str, Stamp)>,
     /// Run folders emptied and ready for another run.
-    free: Vec<PathBuf>,
+    free: Vec<RunDir>,
     /// Run folders made so far (the next one's name).
     made: usize,
 }
@@ -198,11 +224,11 @@ impl RunnerHome {
             *home = Some(RunnerHome::make()?);
         }
         let (bin, folder) = home.as_mut().expect("made above").take_folder(script, text)?;
-        Ok((bin, Emptied(folder)))
+        Ok((bin, Emptied(Some(folder))))
     }
 
     /// [`RunnerHome::take`] on this home.
-    fn take_folder(&mut self, script: &'static str, text: &str) -> io::Result<(PathBuf, PathBuf)> {
+    fn take_folder(&mut self, script: &'static str, text: &str) -> io::Result<(PathBuf, RunDir)> {
         let bin = self.dir.join("bin");
         let known = self.checked.iter().position(|(s, _)| *s == script);
         let stamp = check_script(&bin, script, text, known.map(|i| self.checked[i].1))?;
@@ -213,12 +239,14 @@ impl RunnerHome {
         let folder = match self.free.pop() {
             Some(folder) => folder,
             None => {
-                let folder = self.dir.join("runs").join(self.made.to_string());
+                let path = self.dir.join("runs").join(self.made.to_string());
                 // `create_dir_all`: the whole home may have been removed since (a clean-up of
                 // the temp folder during the process's life).
-                std::fs::create_dir_all(&folder)?;
+                std::fs::create_dir_all(&path)?;
+                use rustix::fs::{Mode, OFlags};
+                let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
                 self.made += 1;
-                folder
+                RunDir { path, fd }
             }
         };
         Ok((bin, folder))
@@ -317,33 +345,59 @@ extern "C" fn remove_at_exit() {
 /// the journal's commit; the hop itself cost more than the emptying now does (2026-11-25, perf
 /// over an oracle matrix: about 40 us of the cell's time for the hand-over and 90 us of the
 /// pool's CPU per run, against 15-25 us inline).
-struct Emptied(PathBuf);
+///
+/// None once dropped (the folder is moved back to the home's free ones).
+struct Emptied(Option<RunDir>);
+
+impl Emptied {
+    fn dir(&self) -> &RunDir {
+        self.0.as_ref().expect("taken only when dropped")
+    }
+}
 
 impl Drop for Emptied {
     fn drop(&mut self) {
-        let path = std::mem::take(&mut self.0);
-        if empty_folder(&path).is_ok() {
+        let Some(dir) = self.0.take() else { return };
+        if empty_folder(&dir.fd).is_ok() {
             if let Some(home) = RUNNER_HOME.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                home.free.push(path);
+                home.free.push(dir);
             }
-        } else if let Err(e) = std::fs::remove_dir_all(&path)
+        } else if let Err(e) = std::fs::remove_dir_all(&dir.path)
             && e.kind() != io::ErrorKind::NotFound
         {
-            tracing::warn!("cannot remove {}: {e}", path.display());
+            tracing::warn!("cannot remove {}: {e}", dir.path.display());
         }
     }
 }
 
-/// Removes the files a run left in `folder` (its results, the runner's temporary file, a
-/// nonce the runner never read); Err when something else is there (a folder), which
-/// [`Emptied`] then removes whole.
-fn empty_folder(folder: &Path) -> io::Result<()> {
-    for entry in std::fs::read_dir(folder)? {
+/// A run's folder of the process's [`RunnerHome`], held open for the process's life: its
+/// nonce is created and its files are listed and unlinked through `fd`, which spares each run
+/// an `open` and a `close` of the folder and the lookups of its path (`empty_folder`).
+struct RunDir {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// Removes the files a run left in the folder open as `folder` (its results, the runner's
+/// temporary file, a nonce the runner never read); Err when something else is there (a
+/// folder), which [`Emptied`] then removes whole.
+///
+/// The listing is read with `getdents64` from the start of the open folder (`lseek` back to
+/// it: the last emptying read it to its end) into a buffer on the stack, and each name is
+/// unlinked relative to the folder.
+fn empty_folder(folder: &OwnedFd) -> io::Result<()> {
+    use rustix::fs::{AtFlags, RawDir, SeekFrom};
+    rustix::fs::seek(folder, SeekFrom::Start(0))?;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 2048];
+    let mut entries = RawDir::new(folder, &mut buf);
+    while let Some(entry) = entries.next() {
         let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            return Err(io::Error::other("a folder in a run's folder"));
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
         }
-        std::fs::remove_file(entry.path())?;
+        // Without `AT_REMOVEDIR`, a folder is not removed: `unlinkat` fails with EISDIR.
+        rustix::fs::unlinkat(folder, name, AtFlags::empty())?;
     }
     Ok(())
 }
@@ -404,16 +458,16 @@ impl VerifierWrapper {
 
     /// Whether the script finished with status 0: the done file holds this run's nonce.
     pub fn finished(&self) -> bool {
-        read_small(&self.prepared.results_dir().join("done")).is_ok_and(|d| d == self.prepared.nonce.as_bytes())
+        let done = self.prepared.folder.open("done").and_then(read_small);
+        done.is_ok_and(|d| d == self.prepared.nonce.as_bytes())
     }
 }
 
-/// The bytes of a file a run wrote (its results, its done file): an open, reads until the end
-/// and a close. Not `std::fs::read` nor `File::read_to_end`, whose `statx` for the size is a
-/// system call more per file, for files of a few KiB at most.
-fn read_small(path: &Path) -> io::Result<Vec<u8>> {
+/// The bytes of a file a run wrote (its results, its done file), opened by
+/// [`RunFolder::open`]: reads until the end, then the close. Not `File::read_to_end`, whose
+/// `statx` for the size is a system call more per file, for files of a few KiB at most.
+fn read_small(mut file: std::fs::File) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 8 << 10];
     loop {
@@ -426,9 +480,9 @@ fn read_small(path: &Path) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Reads a results file; a missing file is [`ResultsError::Missing`].
-pub fn read_results(path: &Path) -> Result<RunnerResults, ResultsError> {
-    let bytes = match read_small(path) {
+/// Reads the results file `opened`; a missing file is [`ResultsError::Missing`].
+fn read_results(opened: io::Result<std::fs::File>) -> Result<RunnerResults, ResultsError> {
+    let bytes = match opened.and_then(read_small) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ResultsError::Missing),
         Err(e) => return Err(ResultsError::Unreadable(e.to_string())),
@@ -685,25 +739,28 @@ mod tests {
         let mut home = RunnerHome { dir: tmp.path().join("home"), checked: Vec::new(), free: Vec::new(), made: 0 };
         let (bin, first) = home.take_folder("runner.py", "print(1)\n").unwrap();
         let (_, second) = home.take_folder("runner.py", "print(1)\n").unwrap();
-        assert_ne!(first, second, "two runs at once get two folders");
+        assert_ne!(first.path, second.path, "two runs at once get two folders");
         assert_eq!(std::fs::read_to_string(bin.join("runner.py")).unwrap(), "print(1)\n");
 
-        std::fs::write(first.join("results.json"), "{}").unwrap();
-        std::fs::write(first.join("nonce"), "n0").unwrap();
-        empty_folder(&first).unwrap();
-        assert_eq!(std::fs::read_dir(&first).unwrap().count(), 0);
-        home.free.push(first.clone());
+        for round in 0..2 {
+            std::fs::write(first.path.join("results.json"), "{}").unwrap();
+            std::fs::write(first.path.join("nonce"), "n0").unwrap();
+            empty_folder(&first.fd).unwrap();
+            assert_eq!(std::fs::read_dir(&first.path).unwrap().count(), 0, "round {round}");
+        }
+        let first_path = first.path.clone();
+        home.free.push(first);
         std::fs::write(bin.join("runner.py"), "forged\n").unwrap();
         let (_, again) = home.take_folder("runner.py", "print(1)\n").unwrap();
-        assert_eq!(again, first);
+        assert_eq!(again.path, first_path);
         assert_eq!(std::fs::read_to_string(bin.join("runner.py")).unwrap(), "print(1)\n");
 
-        std::fs::create_dir(again.join("left")).unwrap();
-        assert!(empty_folder(&again).is_err(), "a folder left in a run's folder is not emptied away");
+        std::fs::create_dir(again.path.join("left")).unwrap();
+        assert!(empty_folder(&again.fd).is_err(), "a folder left in a run's folder is not emptied away");
 
         std::fs::remove_dir_all(&home.dir).unwrap();
         let (_, made) = home.take_folder("runner.py", "print(1)\n").unwrap();
-        assert!(made.is_dir());
+        assert!(made.path.is_dir());
         assert_eq!(std::fs::read_to_string(bin.join("runner.py")).unwrap(), "print(1)\n");
     }
 
