@@ -147,8 +147,17 @@ fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) 
     if let Err(e) = opened.read_to_end(&mut bytes) {
         return ToolOutput::fail(format!("cannot read `{path}`: {e}"));
     }
-    let text = String::from_utf8_lossy(&bytes);
-    let total = text.lines().count();
+    // Valid UTF-8 (nearly every file) is checked by `from_utf8`'s word-at-a-time loop rather
+    // than the lossy decoder's byte-at-a-time one; the text is the same.
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(&bytes),
+    };
+    // `str::lines`'s count, from the newlines (`memchr`): one line per newline, and one more
+    // for text after the last. A large file is read a few lines at a time, so it is not split
+    // into lines twice (to count them, then to skip to the first wanted).
+    let newlines = || memchr::memchr_iter(b'\n', text.as_bytes());
+    let total = newlines().count() + usize::from(!text.is_empty() && !text.ends_with('\n'));
     let first = start.unwrap_or(1).max(1);
     let last = end.unwrap_or(total).min(total);
     let mut out = String::new();
@@ -163,8 +172,11 @@ fn read_file(root: &Path, path: &str, start: Option<usize>, end: Option<usize>) 
     if start.is_some() || end.is_some() {
         let _ = writeln!(out, "{path} lines {first}-{last} of {total}");
     }
-    for (i, line) in text.lines().enumerate().skip(first - 1).take(last + 1 - first) {
-        let _ = writeln!(out, "{:>5}| {line}", i + 1);
+    // Line `first` starts after the newline that ends line `first - 1` (there is one: `first`
+    // is at most `total`).
+    let from = if first == 1 { 0 } else { newlines().nth(first - 2).map_or(text.len(), |at| at + 1) };
+    for (i, line) in text[from..].lines().take(last + 1 - first).enumerate() {
+        let _ = writeln!(out, "{:>5}| {line}", first + i);
     }
     ToolOutput { ok: true, text: out, read: Some(normalize(path)), ..Default::default() }
 }
@@ -762,6 +774,33 @@ mod tests {
         assert!(out.ok);
         assert!(out.text.contains("    2| y = 1") && out.text.contains("    3| z = 2") && !out.text.contains("x = 1"));
         assert!(!read_file(&root, "a.py", Some(9), None).ok);
+    }
+
+    /// Every range of files whose lines are edge cases for counting (none, an empty last one,
+    /// no last newline, CRLF ends, bytes that are not UTF-8) reads as `str::lines` numbers it.
+    #[test]
+    fn read_file_numbers_lines_as_str_lines_does() {
+        let (_d, root) = ws();
+        let files: [&[u8]; 7] = [b"", b"\n", b"a", b"a\n\nb", b"a\r\nb\r\n\r\n", b"x\n\xff\xfe y\nz", b"\n\nlast\n"];
+        for (i, bytes) in files.iter().enumerate() {
+            std::fs::write(root.join(format!("f{i}.txt")), bytes).unwrap();
+            let text = String::from_utf8_lossy(bytes);
+            let total = text.lines().count();
+            for (start, end) in [(None, None), (Some(1), None), (Some(2), Some(3)), (Some(3), None), (None, Some(2))] {
+                let out = read_file(&root, &format!("f{i}.txt"), start, end);
+                let (first, last) = (start.unwrap_or(1), end.unwrap_or(total).min(total));
+                if first > total.max(1) || (end.is_some() && last < first) {
+                    assert!(!out.ok && out.text.contains(&format!("({total} lines)")), "f{i} {start:?}-{end:?}");
+                    continue;
+                }
+                let lines = text.lines().enumerate().skip(first - 1).take(last + 1 - first);
+                let mut want: String = lines.map(|(n, line)| format!("{:>5}| {line}\n", n + 1)).collect();
+                if start.is_some() || end.is_some() {
+                    want.insert_str(0, &format!("f{i}.txt lines {first}-{last} of {total}\n"));
+                }
+                assert_eq!(out.text, want, "f{i} {start:?}-{end:?}");
+            }
+        }
     }
 
     #[test]
