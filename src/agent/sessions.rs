@@ -75,7 +75,7 @@ pub(super) async fn work(
     // measurable part of a sessions cell's own time. The checks do not use the script.
     // The sessions' own cases are made from it too: the providers are made from `case`, and
     // nothing else of the loop reads the script.
-    let bare = without_script(case);
+    let bare = Case { oracle: Vec::new(), ..case.clone() };
     let mut probe = bare.clone();
     while at.index <= spec.count {
         let index = at.index;
@@ -153,52 +153,6 @@ pub(super) async fn work(
     end.first_reads = at.first_reads;
     let extra = verdict(spec, &claims, &verdicts, &at.finished);
     super::conclude(cell, rec, end, started, Some(extra)).await
-}
-
-/// `case` without the oracle's script, which is never copied: it holds the code of every
-/// session, and the loop's own cases do not read it. Every other field is the case's (the
-/// pattern names them all, so a field added to `Case` must be placed here).
-fn without_script(case: &Case) -> Case {
-    let Case {
-        id,
-        category,
-        split,
-        fixture,
-        fixture_dir,
-        prompt,
-        allowed_tools,
-        allowed_programs,
-        step_budget,
-        timeout,
-        cell_timeout,
-        limits,
-        tests,
-        verifier,
-        oracle: _,
-        controls,
-        sessions,
-        file,
-    } = case;
-    Case {
-        id: id.clone(),
-        category: category.clone(),
-        split: *split,
-        fixture: fixture.clone(),
-        fixture_dir: fixture_dir.clone(),
-        prompt: prompt.clone(),
-        allowed_tools: allowed_tools.clone(),
-        allowed_programs: allowed_programs.clone(),
-        step_budget: *step_budget,
-        timeout: *timeout,
-        cell_timeout: *cell_timeout,
-        limits: *limits,
-        tests: tests.clone(),
-        verifier: verifier.clone(),
-        oracle: Vec::new(),
-        controls: controls.clone(),
-        sessions: sessions.clone(),
-        file: file.clone(),
-    }
 }
 
 /// One feature's hidden check after a session.

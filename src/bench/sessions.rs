@@ -179,9 +179,9 @@ pub(super) fn resolve(
 
 /// How many sessions a list of oracle or script steps covers: its top-level parts ending in
 /// `finish` (a trailing part without one counts too).
+/// The same cut as [`session_part`]'s.
 pub fn parts(steps: &[Action]) -> usize {
-    let finishes = steps.iter().filter(|a| a.tool == "finish").count();
-    finishes + usize::from(steps.last().is_some_and(|a| a.tool != "finish"))
+    steps.split_inclusive(Action::ends_session).count()
 }
 
 /// A step of an oracle or a script, which may end its session.
