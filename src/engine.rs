@@ -249,11 +249,12 @@ where
     // order whatever the runtime's scheduling, so a budget cut or a Ctrl-C stops the tail of
     // the plan, and no task exists for a cell that has not started.
     for (index, cell) in cells.enumerate() {
-        // A cell that must wait for a slot has its workspace copied meanwhile, while the running
-        // cells wait on their commands (`workspace::copy_ahead`): one copy ahead at a time.
+        // A cell that must wait for a slot has its workspace copied (and its folder made)
+        // meanwhile, while the running cells wait on their commands (`workspace::copy_ahead`):
+        // one copy ahead at a time.
         let budget_left = || budget.is_none_or(|b| spent.lock().unwrap_or_else(|p| p.into_inner()).0 < b.limit_usd);
         if semaphore.available_permits() == 0 && !cancel.is_cancelled() && budget_left() && copy_ahead(&cell) {
-            crate::workspace::copy_ahead(&cell.case.fixture_dir, &cell.workspace);
+            crate::workspace::copy_ahead(&cell.case.fixture_dir, &cell.workspace, &cell.cell_dir);
         }
         let permit = semaphore.clone().acquire_owned().await.expect("semaphore is never closed");
         // A finished task keeps its output (and its allocation) until joined: joined here, the

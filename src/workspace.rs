@@ -108,11 +108,19 @@ fn link_to(ws: &Path, link: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Workspaces being copied ahead of their cells ([`copy_ahead`]), by planned workspace path:
-/// each copy's task, which gives the canonical workspace, or None when the copy failed (and left
-/// nothing behind).
-#[allow(clippy::type_complexity)]
-static AHEAD: Mutex<Vec<(PathBuf, tokio::task::JoinHandle<Option<PathBuf>>)>> = Mutex::new(Vec::new());
+/// Workspaces being copied ahead of their cells ([`copy_ahead`]).
+static AHEAD: Mutex<Vec<Ahead>> = Mutex::new(Vec::new());
+
+/// One cell's start made ahead ([`copy_ahead`]).
+struct Ahead {
+    /// The planned workspace path, by which the cell takes it.
+    dest: PathBuf,
+    /// The cell's folder in the run directory, made ahead with the workspace.
+    cell_dir: PathBuf,
+    /// The copy's task: the canonical workspace, or None when the copy failed (and left
+    /// nothing behind).
+    task: tokio::task::JoinHandle<Option<PathBuf>>,
+}
 
 /// Starts copying `fixture` into `dest` on the blocking pool, for the cell whose workspace
 /// `dest` is to take when it starts ([`fresh_or_ahead`]). The engine calls it for a cell that
@@ -121,33 +129,43 @@ static AHEAD: Mutex<Vec<(PathBuf, tokio::task::JoinHandle<Option<PathBuf>>)>> = 
 /// that fails removes what it made and is not taken: the cell then copies as it would have,
 /// and its error is reported on the cell. A copy not taken is removed ([`discard_ahead`]).
 ///
+/// The cell's folder in the run directory, `cell_dir`, is made first, in the same task: made
+/// by the cell as it starts, its `mkdir` waited 0.1-0.3 ms (and up to 7 ms) on the lock of the
+/// run's `cells/` folder, which the removal of the folder of the cell before, on the blocking
+/// pool at that very moment, held while it waited on the file system's journal (ext4 here,
+/// 2026-11-25). Made ahead, the cell finds it with one `stat`. One that cannot be made here is
+/// left to the cell, which makes it or reports why not.
+///
 /// This moves the copy's CPU off the cell's path; it does not remove it.
-pub fn copy_ahead(fixture: &Path, dest: &Path) {
-    let (fixture, planned) = (fixture.to_path_buf(), dest.to_path_buf());
-    let task = tokio::task::spawn_blocking(move || match copy_fixture(&fixture, &planned) {
-        Ok(ws) => Some(ws),
-        Err(e) => {
-            tracing::debug!("the copy ahead of {} failed ({e}); its cell copies it again", planned.display());
-            let _ = fs::remove_dir_all(&planned);
-            None
+pub fn copy_ahead(fixture: &Path, dest: &Path, cell_dir: &Path) {
+    let (fixture, planned, folder) = (fixture.to_path_buf(), dest.to_path_buf(), cell_dir.to_path_buf());
+    let task = tokio::task::spawn_blocking(move || {
+        let _ = fs::create_dir_all(&folder);
+        match copy_fixture(&fixture, &planned) {
+            Ok(ws) => Some(ws),
+            Err(e) => {
+                tracing::debug!("the copy ahead of {} failed ({e}); its cell copies it again", planned.display());
+                let _ = fs::remove_dir_all(&planned);
+                None
+            }
         }
     });
     let mut ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner());
-    ahead.push((dest.to_path_buf(), task));
+    ahead.push(Ahead { dest: dest.to_path_buf(), cell_dir: cell_dir.to_path_buf(), task });
 }
 
-/// The task of the copy ahead into `dest`, once: whoever takes it owns the copy.
-fn take_ahead(dest: &Path) -> Option<tokio::task::JoinHandle<Option<PathBuf>>> {
+/// The copy ahead into `dest`, once: whoever takes it owns the copy.
+fn take_ahead(dest: &Path) -> Option<Ahead> {
     let mut ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner());
-    let at = ahead.iter().position(|(d, _)| d == dest)?;
-    Some(ahead.swap_remove(at).1)
+    let at = ahead.iter().position(|a| a.dest == dest)?;
+    Some(ahead.swap_remove(at))
 }
 
 /// [`fresh`], taking the workspace copied ahead into `dest` when there is one (waiting for its
 /// copy to end if it has not); else (none, or it failed) copying here, as [`fresh`] does.
 pub async fn fresh_or_ahead(fixture: &Path, dest: &Path, link: &Path) -> Result<PathBuf, WorkspaceError> {
-    if let Some(task) = take_ahead(dest)
-        && let Ok(Some(ws)) = task.await
+    if let Some(ahead) = take_ahead(dest)
+        && let Ok(Some(ws)) = ahead.task.await
     {
         link_to(&ws, link).map_err(|source| WorkspaceError { fixture: fixture.into(), dest: dest.into(), source })?;
         return Ok(ws);
@@ -157,16 +175,22 @@ pub async fn fresh_or_ahead(fixture: &Path, dest: &Path, link: &Path) -> Result<
 
 /// Removes the workspace copied ahead into `dest` if its cell did not take it (the cell ended
 /// before its workspace was made, or never started: the run was cancelled or its budget
-/// spent), with its copy's record; the returned task ends once it is gone. None when there is
+/// spent), with its copy's record, and the cell's folder made with it when that is still empty
+/// (a cell that never started); the returned task ends once they are gone. None when there is
 /// no such copy.
 pub fn discard_ahead(dest: &Path) -> Option<tokio::task::JoinHandle<()>> {
-    let task = take_ahead(dest)?;
-    let dest = dest.to_path_buf();
+    let Ahead { dest, cell_dir, task } = take_ahead(dest)?;
     Some(tokio::spawn(async move {
-        if let Ok(Some(ws)) = task.await {
-            forget(&ws);
-            let _ = tokio::task::spawn_blocking(move || crate::process::remove_folder(&dest)).await;
-        }
+        let copied = task.await;
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(Some(ws)) = copied {
+                forget(&ws);
+                crate::process::remove_folder(&dest);
+            }
+            // Fails, as it should, when the cell wrote anything there.
+            let _ = fs::remove_dir(&cell_dir);
+        })
+        .await;
     }))
 }
 
@@ -750,9 +774,10 @@ mod tests {
         assert_eq!(take_copied(&again).expect("the second copy's facts").files.len(), 3);
     }
 
-    /// A workspace copied ahead is the one its cell takes, with its copy's record and its link;
-    /// one not taken is removed with its record; one whose copy failed leaves nothing, and the
-    /// cell's own copy reports the error as it would have.
+    /// A workspace copied ahead is the one its cell takes, with its copy's record and its link,
+    /// and the cell's folder made with it; one not taken is removed with its record, and with
+    /// the cell's folder when the cell wrote nothing there; one whose copy failed leaves
+    /// nothing, and the cell's own copy reports the error as it would have.
     #[tokio::test]
     async fn a_workspace_copied_ahead_is_taken_or_removed() {
         let root = tempfile::tempdir().unwrap();
@@ -760,7 +785,8 @@ mod tests {
         fs::create_dir_all(fixture.join("pkg")).unwrap();
         fs::write(fixture.join("pkg/a.py"), "x = 1\n").unwrap();
         let (dest, link) = (root.path().join("all/run/c1"), root.path().join("c1-workspace"));
-        copy_ahead(&fixture, &dest);
+        let cell_dir = root.path().join("run/cells/c1");
+        copy_ahead(&fixture, &dest, &cell_dir);
         let ws = fresh_or_ahead(&fixture, &dest, &link).await.unwrap();
         assert!(take_ahead(&dest).is_none(), "taken once");
         assert_eq!(fs::read_link(&link).unwrap(), ws, "linked when taken");
@@ -770,16 +796,26 @@ mod tests {
         assert!(copy_listing(&ws).is_some(), "the listing outlives the checkpoint's take");
         assert!(discard_ahead(&dest).is_none(), "nothing left to discard");
         assert!(ws.exists());
+        assert!(cell_dir.is_dir(), "the cell's folder was made with its workspace");
 
         let other = root.path().join("all/run/c2");
-        copy_ahead(&fixture, &other);
+        let (unstarted, written) = (root.path().join("run/cells/c2"), root.path().join("run/cells/c4"));
+        copy_ahead(&fixture, &other, &unstarted);
         discard_ahead(&other).expect("not taken").await.unwrap();
         assert!(other.symlink_metadata().is_err(), "removed");
+        assert!(unstarted.symlink_metadata().is_err(), "with the folder of a cell that never started");
+        let fourth = root.path().join("all/run/c4");
+        copy_ahead(&fixture, &fourth, &written);
+        fs::create_dir_all(&written).unwrap();
+        fs::write(written.join("trace.jsonl"), "{}\n").unwrap();
+        discard_ahead(&fourth).expect("not taken").await.unwrap();
+        assert!(fourth.symlink_metadata().is_err(), "a copy its cell did not need is removed");
+        assert!(written.join("trace.jsonl").is_file(), "but not the folder of a cell that wrote there");
         assert!(copy_listing(&other).is_none() && take_copied(&other).is_none(), "and its record");
 
         let missing = root.path().join("no-such-fixture");
         let third = root.path().join("all/run/c3");
-        copy_ahead(&missing, &third);
+        copy_ahead(&missing, &third, &root.path().join("run/cells/c3"));
         let err = fresh_or_ahead(&missing, &third, &third).await.unwrap_err();
         assert_eq!(err.fixture, missing, "the cell's own copy says what failed: {err}");
     }

@@ -162,7 +162,11 @@ pub async fn run_cell_with(plan: &CellPlan, sink: &dyn crate::events::EngineSink
 async fn cell_work(plan: &CellPlan, sink: &dyn crate::events::EngineSink) -> io::Result<CellSummary> {
     let started = Instant::now();
     // artifacts/ is made by the first output that needs it (`store_output`): most cells have none.
-    std::fs::create_dir_all(&plan.cell_dir)?;
+    // The folder itself is most often made ahead, with the workspace (`workspace::copy_ahead`
+    // says why): then one stat, which takes no lock of the run's `cells/`, as a mkdir would.
+    if !plan.cell_dir.is_dir() {
+        std::fs::create_dir_all(&plan.cell_dir)?;
+    }
     let trace_path = plan.cell_dir.join("trace.jsonl");
     let case = plan.case.as_ref();
     let mut provider = plan.profile.provider_for(case, plan.epoch);
