@@ -96,9 +96,10 @@ struct Recorder {
 impl Recorder {
     fn emit(&mut self, body: EventBody) -> io::Result<()> {
         WaitClock::time(Part::Trace, || {
-            let event = self.writer.hold(body)?;
-            self.summary.observe(&event);
-            if matches!(event.body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
+            let body = self.writer.hold(body)?;
+            let (run_id, cell_id) = self.writer.ids();
+            self.summary.observe_body(run_id, cell_id, &body);
+            if matches!(body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
                 self.writer.flush()?;
             }
             Ok(())
@@ -941,7 +942,14 @@ impl Turn<'_, '_> {
         if let (true, Some(path)) = (out.ok, &out.read) {
             self.first_reads.entry(path.clone()).or_insert(step);
         }
-        emit_result(rec, step, tool_name, out, &shown, preview, duration_ms, self.batch(i))?;
+        // The observation is made from what the model is shown before the result's event takes
+        // it: one copy of the output fewer.
+        let status = if out.ok { "ok" } else { "failed" };
+        let brief = context::brief(tool_name, &action.args);
+        let mut o = Observation::new(step, tool_name, brief, status, &shown);
+        o.read = out.read.clone().filter(|_| out.ok);
+        o.modified = out.modified.clone();
+        emit_result(rec, step, tool_name, out, shown, preview, duration_ms, self.batch(i))?;
         if let Some(view) = &out.repo_map {
             rec.emit(EventBody::RepoMapUsed {
                 step,
@@ -957,11 +965,6 @@ impl Turn<'_, '_> {
                 rec.emit(EventBody::MemoryUpdated { step, changes })?;
             }
         }
-        let status = if out.ok { "ok" } else { "failed" };
-        let brief = context::brief(tool_name, &action.args);
-        let mut o = Observation::new(step, tool_name, brief, status, &shown);
-        o.read = out.read.clone().filter(|_| out.ok);
-        o.modified = out.modified.clone();
         self.observations.push(o);
         Ok(())
     }
@@ -1035,7 +1038,7 @@ fn emit_result(
     step: u32,
     tool: &str,
     out: &ToolOutput,
-    shown: &str,
+    shown: String,
     artifact: Option<Artifact>,
     duration_ms: u64,
     batch: Option<Batch>,
@@ -1045,7 +1048,7 @@ fn emit_result(
         tool: tool.to_string(),
         ok: out.ok,
         denied: false,
-        output: shown.to_string(),
+        output: shown,
         output_bytes: out.text.len() as u64,
         artifact,
         modified: out.modified.clone(),
