@@ -579,7 +579,8 @@ async fn steps(
             files_modified: &mut state.files_modified,
             first_reads: &mut state.first_reads,
         };
-        for group in batch::plan(&reply.actions) {
+        let batch::Plan { groups, mut calls } = batch::plan(&reply.actions);
+        for group in groups {
             let indices = match group {
                 batch::Group::OverCap(range) => {
                     let (first, last) = (range.start + 1, range.end);
@@ -609,7 +610,8 @@ async fn steps(
             // is recorded before its result; the calls that may run then run together.
             let mut gated = Vec::with_capacity(indices.len());
             for i in indices {
-                let gate = turn.gate(rec, &reply.actions[i])?;
+                let parsed = calls[i].take().expect("a call is gated once");
+                let gate = turn.gate_parsed(rec, &reply.actions[i], parsed)?;
                 gated.push((i, turn.pre_hooks(rec, i, gate).await?));
             }
             for (_, g) in &gated {
@@ -839,9 +841,15 @@ impl Turn<'_, '_> {
 
     /// The one permission gate: records the decision and says whether the call may run.
     fn gate(&mut self, rec: &mut Recorder, action: &Action) -> io::Result<Gate> {
+        self.gate_parsed(rec, action, Call::from_action(action))
+    }
+
+    /// [`Turn::gate`] of `action` already parsed (`parsed`, what [`Call::from_action`] made
+    /// of it: the cell's loop parses each call once, in its batch plan).
+    fn gate_parsed(&mut self, rec: &mut Recorder, action: &Action, parsed: Result<Call, String>) -> io::Result<Gate> {
         let (step, spec, case) = (self.step, self.cell.plan.spec.as_ref(), self.cell.plan.case.as_ref());
         let tool = action.tool.clone();
-        let (reason, invalid, text, cause) = match Call::from_action(action) {
+        let (reason, invalid, text, cause) = match parsed {
             Err(message) => {
                 let text = if spec.explain_denials {
                     format!("invalid action: {message}. Fix the arguments and try again.")
