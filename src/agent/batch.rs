@@ -40,8 +40,9 @@ pub(crate) enum Group {
 pub(crate) struct Plan {
     pub(crate) groups: Vec<Group>,
     /// Each call under the cap parsed ([`Call::from_action`]), by index into the reply, for
-    /// its gate to take: a call is parsed once for the plan and the gate alike (twice, a
-    /// write's content was copied twice). The calls past the cap are never parsed.
+    /// its gate to take: a call is parsed once, for the plan and its gate alike (parsed by
+    /// each, a write's content was copied out of the reply twice). The calls past the cap are
+    /// never parsed.
     pub(crate) calls: Vec<Option<Result<Call, String>>>,
 }
 
