@@ -104,7 +104,18 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// RFC 3339 UTC time stamp with millisecond precision.
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    let mut stamp = String::with_capacity(24);
+    write_rfc3339_millis(&mut stamp, SystemTime::now());
+    stamp
+}
+
+/// The RFC 3339 UTC time stamp of `at` with millisecond precision (the sub-millisecond part
+/// is cut, not rounded) written into `stamp`, cleared first: for a caller that stamps many
+/// things and keeps one buffer for it (the trace writer).
+pub fn write_rfc3339_millis(stamp: &mut String, at: SystemTime) {
+    use std::fmt::Write as _;
+    stamp.clear();
+    write!(stamp, "{}", humantime::format_rfc3339_millis(at)).expect("a String takes any text");
 }
 
 /// Natural ordering for ids: digit runs compare as numbers, so "case-2" < "case-10".
@@ -262,6 +273,22 @@ impl Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A time stamp names its millisecond whole: two times within one millisecond have the
+    /// same stamp (the trace writer reuses it for both), the next millisecond another.
+    #[test]
+    fn time_stamps_cut_to_the_millisecond() {
+        let at = |nanos: u64| SystemTime::UNIX_EPOCH + Duration::from_nanos(1_764_082_800_000_000_000 + nanos);
+        let stamp = |t: SystemTime| {
+            let mut s = String::from("left over");
+            write_rfc3339_millis(&mut s, t);
+            s
+        };
+        assert_eq!(stamp(at(123_000_000)), "2025-11-25T15:00:00.123Z");
+        assert_eq!(stamp(at(123_999_999)), "2025-11-25T15:00:00.123Z");
+        assert_eq!(stamp(at(124_000_000)), "2025-11-25T15:00:00.124Z");
+        assert_eq!(now_rfc3339().len(), 24);
+    }
 
     #[test]
     fn reasons_are_cut_at_whole_words() {

@@ -36,13 +36,25 @@ pub(crate) enum Group {
     OverCap(Range<usize>),
 }
 
+/// A reply's schedule: its groups, in the model's order, and its calls as parsed.
+pub(crate) struct Plan {
+    pub(crate) groups: Vec<Group>,
+    /// Each call under the cap parsed ([`Call::from_action`]), by index into the reply, for
+    /// its gate to take: a call is parsed once, for the plan and its gate alike (parsed by
+    /// each, a write's content was copied out of the reply twice). The calls past the cap are
+    /// never parsed.
+    pub(crate) calls: Vec<Option<Result<Call, String>>>,
+}
+
 /// Splits a reply into groups, in the model's order.
-pub(crate) fn plan(actions: &[Action]) -> Vec<Group> {
+pub(crate) fn plan(actions: &[Action]) -> Plan {
     let runnable = actions.len().min(MAX_BATCH);
+    let calls: Vec<Option<Result<Call, String>>> =
+        actions[..runnable].iter().map(|a| Some(Call::from_action(a))).collect();
     let mut groups = Vec::new();
     let mut start = 0;
-    for (i, action) in actions[..runnable].iter().enumerate() {
-        let alone = Call::from_action(action).is_ok_and(|c| !c.tool().is_read_only());
+    for (i, call) in calls.iter().enumerate() {
+        let alone = matches!(call, Some(Ok(c)) if !c.tool().is_read_only());
         if alone {
             if start < i {
                 groups.push(Group::Together(start..i));
@@ -57,7 +69,7 @@ pub(crate) fn plan(actions: &[Action]) -> Vec<Group> {
     if runnable < actions.len() {
         groups.push(Group::OverCap(runnable..actions.len()));
     }
-    groups
+    Plan { groups, calls }
 }
 
 /// Runs futures concurrently on the current task and returns their outputs in the order given
@@ -94,21 +106,26 @@ mod tests {
             Action::new("no_such_tool", json!({})),
             Action::finish("done"),
         ];
+        let planned = plan(&reply);
         assert_eq!(
-            plan(&reply),
+            planned.groups,
             vec![Group::Together(0..2), Group::Alone(2), Group::Alone(3), Group::Together(4..6), Group::Alone(6)]
         );
-        assert_eq!(plan(&[edit()]), vec![Group::Alone(0)]);
-        assert_eq!(plan(&[]), vec![]);
+        let parsed: Vec<_> = reply.iter().map(|a| Some(Call::from_action(a))).collect();
+        assert_eq!(planned.calls, parsed, "every call parsed, in order, as the gate would");
+        assert_eq!(plan(&[edit()]).groups, vec![Group::Alone(0)]);
+        assert_eq!(plan(&[]).groups, vec![]);
     }
 
     #[test]
     fn calls_past_the_cap_are_one_refused_group() {
         let reply: Vec<Action> = (0..50).map(|i| read(&format!("f{i}.py"))).collect();
-        assert_eq!(plan(&reply), vec![Group::Together(0..MAX_BATCH), Group::OverCap(MAX_BATCH..50)]);
+        let planned = plan(&reply);
+        assert_eq!(planned.groups, vec![Group::Together(0..MAX_BATCH), Group::OverCap(MAX_BATCH..50)]);
+        assert_eq!(planned.calls.len(), MAX_BATCH, "the calls past the cap are not parsed");
         let mut reply: Vec<Action> = (0..MAX_BATCH).map(|_| edit()).collect();
         reply.push(read("late.py"));
-        let groups = plan(&reply);
+        let groups = plan(&reply).groups;
         assert_eq!(groups.len(), MAX_BATCH + 1);
         assert_eq!(groups.last(), Some(&Group::OverCap(MAX_BATCH..MAX_BATCH + 1)));
     }
@@ -152,7 +169,7 @@ mod tests {
     async fn a_mutation_runs_alone_after_the_reads_before_it() {
         let reply = vec![read("a.py"), read("b.py"), edit(), read("c.py")];
         let log = Arc::new(Mutex::new(Vec::new()));
-        for group in plan(&reply) {
+        for group in plan(&reply).groups {
             let indices: Vec<usize> = match group {
                 Group::Together(r) => r.collect(),
                 Group::Alone(i) => vec![i],

@@ -269,8 +269,9 @@ pub fn pack_with(fixed: &Fixed, state: &ContextState<'_>) -> Packed {
     let system = |budget: usize| fixed.system.render(budget);
     let tools = |budget: usize| fixed.tools.render(budget);
 
-    // (name, budget or None when never cut, renderer)
-    let mut plan: Vec<(&'static str, Option<usize>, Renderer<'_>)> = vec![("system", Some(cap(b.system)), &system)];
+    // (name, budget or None when never cut, renderer); at most the eight sections of the table.
+    let mut plan: Vec<(&'static str, Option<usize>, Renderer<'_>)> = Vec::with_capacity(8);
+    plan.push(("system", Some(cap(b.system)), &system));
     let task = |_: usize| fixed.task.rendered.clone();
     plan.push(("task", None, &task));
     plan.push(("tools", Some(cap(b.tools)), &tools));
@@ -314,8 +315,8 @@ pub fn pack_with(fixed: &Fixed, state: &ContextState<'_>) -> Packed {
         }
     }
 
-    let mut texts = Vec::new();
-    let mut sections = Vec::new();
+    let mut texts = Vec::with_capacity(plan.len());
+    let mut sections = Vec::with_capacity(plan.len());
     for ((name, budget, _), (r, _)) in plan.iter().zip(rendered) {
         if r.text.is_empty() && matches!(*name, "repo_map" | "packed" | "memory") {
             continue;
@@ -365,7 +366,9 @@ fn fit_observations(observations: &[Observation], budget: usize) -> Rendered {
         out.reduced = true;
         return out;
     }
-    for o in &observations[first_kept..] {
+    let kept = &observations[first_kept..];
+    out.text.reserve_exact(kept.iter().map(|o| o.block.len()).sum());
+    for o in kept {
         out.text.push_str(&o.block);
     }
     out.tokens = used;

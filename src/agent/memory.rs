@@ -282,8 +282,9 @@ impl WorkingMemory {
         for b in Block::ALL {
             text.push_str(&line(b, keep[b.index()]));
         }
-        let tokens = estimate(&text);
-        debug_assert_eq!(tokens, total(&line_tokens), "the estimate is additive over lines");
+        // Measured as the sum of its lines, not again whole (it is rendered every turn).
+        let tokens = total(&line_tokens);
+        debug_assert_eq!(tokens, estimate(&text), "the estimate is additive over lines");
         RenderedMemory { text, tokens, raw_tokens, reduced: dropped_entries > 0, dropped_blocks, dropped_entries }
     }
 
@@ -472,8 +473,12 @@ impl WorkingMemory {
     fn diff(&self, before: &[Vec<String>; 6]) -> Vec<MemoryChange> {
         let mut changes = Vec::new();
         for b in Block::ALL {
-            let old = &before[b.index()];
-            let new: Vec<&String> = self.blocks[b.index()].iter().map(|e| &e.text).collect();
+            let (old, now) = (&before[b.index()], &self.blocks[b.index()]);
+            // Most calls change one block or two: the others are passed over in one look.
+            if old.len() == now.len() && old.iter().zip(now).all(|(t, e)| *t == e.text) {
+                continue;
+            }
+            let new: Vec<&String> = now.iter().map(|e| &e.text).collect();
             let removed: Vec<String> = old.iter().filter(|t| !new.contains(t)).cloned().collect();
             let added: Vec<String> = new.iter().filter(|t| !old.contains(t)).map(|t| t.to_string()).collect();
             if !added.is_empty() || !removed.is_empty() {
@@ -573,22 +578,24 @@ fn merge_ranges(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
 /// they say nothing about the task.
 fn definitions(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
+    // One set of capture slots for every line, so a line the regex is run on costs one search
+    // and no allocation (most such lines are definitions: `is_match` first searched them twice).
+    let mut slots = DEFINITION.capture_locations();
     for line in text.lines() {
         // `read_file` numbers each line as `{:>5}| {line}`.
         let Some((number, code)) = line.split_once("| ") else { continue };
         // Most lines define nothing: a line whose first word is none of DEFINITION's can never
-        // match it, and is passed over before the number is parsed or the regex is run;
-        // `is_match` answers most of the others without the captures' allocation.
+        // match it, and is passed over before the number is parsed or the regex is run.
         let start = code.trim_start();
         if !DEFINITION_STARTS.iter().any(|w| start.starts_with(w)) {
             continue;
         }
         let Ok(n) = number.trim_start().parse::<usize>() else { continue };
-        if !DEFINITION.is_match(code) {
+        if DEFINITION.captures_read(&mut slots, code).is_none() {
             continue;
         }
-        let Some(d) = DEFINITION.captures(code) else { continue };
-        let name = &d[1];
+        let Some((from, to)) = slots.get(1) else { continue };
+        let name = &code[from..to];
         if !(name.starts_with("__") && name.ends_with("__")) {
             found.push((n, name.to_string()));
         }

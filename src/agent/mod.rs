@@ -96,9 +96,10 @@ struct Recorder {
 impl Recorder {
     fn emit(&mut self, body: EventBody) -> io::Result<()> {
         WaitClock::time(Part::Trace, || {
-            let event = self.writer.hold(body)?;
-            self.summary.observe(&event);
-            if matches!(event.body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
+            let body = self.writer.hold(body)?;
+            let (run_id, cell_id) = self.writer.ids();
+            self.summary.observe_body(run_id, cell_id, &body);
+            if matches!(body, EventBody::StateUpdated { .. } | EventBody::RunFinished { .. }) {
                 self.writer.flush()?;
             }
             Ok(())
@@ -582,7 +583,8 @@ async fn steps(
             files_modified: &mut state.files_modified,
             first_reads: &mut state.first_reads,
         };
-        for group in batch::plan(&reply.actions) {
+        let batch::Plan { groups, mut calls } = batch::plan(&reply.actions);
+        for group in groups {
             let indices = match group {
                 batch::Group::OverCap(range) => {
                     let (first, last) = (range.start + 1, range.end);
@@ -612,7 +614,8 @@ async fn steps(
             // is recorded before its result; the calls that may run then run together.
             let mut gated = Vec::with_capacity(indices.len());
             for i in indices {
-                let gate = turn.gate(rec, &reply.actions[i])?;
+                let parsed = calls[i].take().expect("a call is gated once");
+                let gate = turn.gate_parsed(rec, &reply.actions[i], parsed)?;
                 gated.push((i, turn.pre_hooks(rec, i, gate).await?));
             }
             for (_, g) in &gated {
@@ -842,9 +845,15 @@ impl Turn<'_, '_> {
 
     /// The one permission gate: records the decision and says whether the call may run.
     fn gate(&mut self, rec: &mut Recorder, action: &Action) -> io::Result<Gate> {
+        self.gate_parsed(rec, action, Call::from_action(action))
+    }
+
+    /// [`Turn::gate`] of `action` already parsed (`parsed`, what [`Call::from_action`] made
+    /// of it: the cell's loop parses each call once, in its batch plan).
+    fn gate_parsed(&mut self, rec: &mut Recorder, action: &Action, parsed: Result<Call, String>) -> io::Result<Gate> {
         let (step, spec, case) = (self.step, self.cell.plan.spec.as_ref(), self.cell.plan.case.as_ref());
         let tool = action.tool.clone();
-        let (reason, invalid, text, cause) = match Call::from_action(action) {
+        let (reason, invalid, text, cause) = match parsed {
             Err(message) => {
                 let text = if spec.explain_denials {
                     format!("invalid action: {message}. Fix the arguments and try again.")
@@ -945,7 +954,14 @@ impl Turn<'_, '_> {
         if let (true, Some(path)) = (out.ok, &out.read) {
             self.first_reads.entry(path.clone()).or_insert(step);
         }
-        emit_result(rec, step, tool_name, out, &shown, preview, duration_ms, self.batch(i))?;
+        // The observation is made from what the model is shown before the result's event takes
+        // it: one copy of the output fewer.
+        let status = if out.ok { "ok" } else { "failed" };
+        let brief = context::brief(tool_name, &action.args);
+        let mut o = Observation::new(step, tool_name, brief, status, &shown);
+        o.read = out.read.clone().filter(|_| out.ok);
+        o.modified = out.modified.clone();
+        emit_result(rec, step, tool_name, out, shown, preview, duration_ms, self.batch(i))?;
         if let Some(view) = &out.repo_map {
             rec.emit(EventBody::RepoMapUsed {
                 step,
@@ -961,11 +977,6 @@ impl Turn<'_, '_> {
                 rec.emit(EventBody::MemoryUpdated { step, changes })?;
             }
         }
-        let status = if out.ok { "ok" } else { "failed" };
-        let brief = context::brief(tool_name, &action.args);
-        let mut o = Observation::new(step, tool_name, brief, status, &shown);
-        o.read = out.read.clone().filter(|_| out.ok);
-        o.modified = out.modified.clone();
         self.observations.push(o);
         Ok(())
     }
@@ -1039,7 +1050,7 @@ fn emit_result(
     step: u32,
     tool: &str,
     out: &ToolOutput,
-    shown: &str,
+    shown: String,
     artifact: Option<Artifact>,
     duration_ms: u64,
     batch: Option<Batch>,
@@ -1049,7 +1060,7 @@ fn emit_result(
         tool: tool.to_string(),
         ok: out.ok,
         denied: false,
-        output: shown.to_string(),
+        output: shown,
         output_bytes: out.text.len() as u64,
         artifact,
         modified: out.modified.clone(),
