@@ -617,9 +617,16 @@ mod as_copied {
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || Stamp::of_stat(&st) != stamps.1 {
                 return None;
             }
-            let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0).saturating_add(1));
-            std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes).ok()?;
-            let bytes: Arc<[u8]> = bytes.into();
+            // Read straight into the shared bytes (a `Vec` made into an `Arc` is copied whole, into
+            // a second allocation): exactly the size the stamp has, and nothing after it. A
+            // fixture file that changed size since its `fstat` is not read from here; the
+            // workspace's file is then read under the checks.
+            let mut bytes: Arc<[u8]> = std::iter::repeat_n(0, usize::try_from(st.st_size).ok()?).collect();
+            let mut file = std::fs::File::from(fd);
+            file.read_exact(Arc::get_mut(&mut bytes)?).ok()?;
+            if file.read(&mut [0]).ok()? != 0 {
+                return None;
+            }
             let mut kept = FIXTURE_BYTES.lock().unwrap_or_else(|p| p.into_inner());
             if kept.1 + bytes.len() > MAX_BYTES {
                 *kept = (HashMap::new(), 0);
