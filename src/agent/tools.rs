@@ -617,9 +617,16 @@ mod as_copied {
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || Stamp::of_stat(&st) != stamps.1 {
                 return None;
             }
-            let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0).saturating_add(1));
-            std::fs::File::from(fd).take(u64::MAX).read_to_end(&mut bytes).ok()?;
-            let bytes: Arc<[u8]> = bytes.into();
+            // Read straight into the shared bytes (a `Vec` made into an `Arc` is copied whole, into
+            // a second allocation): exactly the size the stamp has, and nothing after it. A
+            // fixture file that changed size since its `fstat` is not read from here; the
+            // workspace's file is then read under the checks.
+            let mut bytes: Arc<[u8]> = std::iter::repeat_n(0, usize::try_from(st.st_size).ok()?).collect();
+            let mut file = std::fs::File::from(fd);
+            file.read_exact(Arc::get_mut(&mut bytes)?).ok()?;
+            if file.read(&mut [0]).ok()? != 0 {
+                return None;
+            }
             let mut kept = FIXTURE_BYTES.lock().unwrap_or_else(|p| p.into_inner());
             if kept.1 + bytes.len() > MAX_BYTES {
                 *kept = (HashMap::new(), 0);
@@ -713,11 +720,30 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite_existing: bool) 
 /// with `<time>`. The output is part of the model's context: left raw, two runs of the same
 /// cell would send different requests, defeating the response cache's replay mode and
 /// providers' prompt caches, and adding noise the model cannot use.
+///
+/// Output with no place the pattern could match (most commands' but the tests') is returned
+/// as it is, without running the pattern: a run of it cost about 30 us a call over an oracle
+/// matrix (perf, 2026-11-25; its tables are cold in the cache between a cell's commands),
+/// against a microsecond or two for the look below.
 pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
     static DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b").expect("valid regex")
     });
+    if !may_hold_a_duration(text) {
+        return std::borrow::Cow::Borrowed(text);
+    }
     DURATION.replace_all(text, "$1 <time>")
+}
+
+/// Whether [`mask_durations`]'s pattern can match in `text`: every match has one of its three
+/// words, then a space, then a digit, whose first byte is an ASCII digit or, for the other
+/// digits `\d` takes (Unicode's), a byte beyond ASCII.
+fn may_hold_a_duration(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b' ', bytes).any(|at| {
+        bytes.get(at + 1).is_some_and(|b| b.is_ascii_digit() || !b.is_ascii())
+            && [&b"in"[..], b"took", b"after"].iter().any(|word| bytes[..at].ends_with(word))
+    })
 }
 
 async fn run_command(case: &Case, root: &Path, argv: &[String], sandbox: &Sandbox) -> ToolOutput {
@@ -1195,5 +1221,38 @@ mod tests {
         assert_eq!(mask_durations(out), out.replace("in 0.022s", "in <time>"));
         assert_eq!(mask_durations("5 passed in 1.20s; took 3ms"), "5 passed in <time>; took <time>");
         assert_eq!(mask_durations("version 1.2s3 unchanged"), "version 1.2s3 unchanged");
+    }
+
+    /// Text the pattern is not run on is text it would leave as it is: the look before it
+    /// passes every text the pattern changes, Unicode's digits after the word included.
+    #[test]
+    fn text_the_duration_pattern_is_spared_has_nothing_it_would_mask() {
+        let pattern = regex::Regex::new(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b").unwrap();
+        let texts = [
+            "Ran 7 tests in 0.001s\n",
+            "done in \u{0663}s",
+            "done in \u{0663}\u{0664}ms then after 2 secs",
+            "took 3ms",
+            "after 1.5 seconds",
+            "Initialized empty Git repository in /w/.git/\n",
+            "in  3s and in s3 and into 3s",
+            "begin 3s",
+            "in 3",
+            "in",
+            "",
+            " 3s",
+            "xin 3s",
+            "\u{00e9}in 3s",
+            "in \u{00e9}3s",
+        ];
+        for text in texts {
+            let masked = pattern.replace_all(text, "$1 <time>");
+            if !may_hold_a_duration(text) {
+                assert_eq!(masked, text, "{text:?}");
+            }
+            assert_eq!(mask_durations(text), masked, "{text:?}");
+        }
+        assert!(!may_hold_a_duration("Initialized empty Git repository in /w/.git/\n"));
+        assert!(!may_hold_a_duration("/work/ws\n"));
     }
 }
