@@ -463,7 +463,7 @@ impl Environment {
 
     /// Every entry, in order, as a pair.
     fn pairs(&self) -> Vec<(String, String)> {
-        self.allowlist.kept(&self.own).map(|(pair, _)| pair.clone()).chain(self.own.iter().cloned()).collect()
+        self.allowlist.with(&self.own)
     }
 }
 

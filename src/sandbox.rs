@@ -231,10 +231,7 @@ impl Limits {
 /// of hcbench's own environment passes except PATH, and only without a sandbox, where the
 /// host's programs are what the command runs.
 pub fn child_env(sandbox: &Sandbox, extra: &[(String, String)]) -> Vec<(String, String)> {
-    let allowlist = Allowlist::of(sandbox);
-    let mut env: Vec<(String, String)> = allowlist.kept(extra).map(|(pair, _)| pair.clone()).collect();
-    env.extend(own_env(extra));
-    env
+    Allowlist::of(sandbox).with(&own_env(extra))
 }
 
 /// `extra` as it ends a child's environment ([`child_env`]): a name given twice keeps its last
@@ -325,6 +322,12 @@ impl Allowlist {
     pub(crate) fn path<'a>(&'a self, extra: &'a [(String, String)]) -> &'a str {
         let own = extra.iter().rev().find(|(k, _)| k == "PATH");
         own.map_or(self.pairs[0].1.as_str(), |(_, v)| v.as_str())
+    }
+
+    /// The whole environment of a command whose own entries are `own` ([`own_env`]): the
+    /// entries it keeps, then its own, each as a pair.
+    pub(crate) fn with(&self, own: &[(String, String)]) -> Vec<(String, String)> {
+        self.kept(own).map(|(pair, _)| pair.clone()).chain(own.iter().cloned()).collect()
     }
 
     /// The entries a command whose own environment is `extra` keeps (those it does not set

@@ -726,14 +726,16 @@ fn write_file(root: &Path, path: &str, content: &str, overwrite_existing: bool) 
 /// matrix (perf, 2026-11-25; its tables are cold in the cache between a cell's commands),
 /// against a microsecond or two for the look below.
 pub fn mask_durations(text: &str) -> std::borrow::Cow<'_, str> {
-    static DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b").expect("valid regex")
-    });
+    static DURATION: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(DURATION_PATTERN).expect("valid regex"));
     if !may_hold_a_duration(text) {
         return std::borrow::Cow::Borrowed(text);
     }
     DURATION.replace_all(text, "$1 <time>")
 }
+
+/// A duration a command printed, after the word that introduces it ([`mask_durations`]).
+const DURATION_PATTERN: &str = r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b";
 
 /// Whether [`mask_durations`]'s pattern can match in `text`: every match has one of its three
 /// words, then a space, then a digit, whose first byte is an ASCII digit or, for the other
@@ -1227,7 +1229,7 @@ mod tests {
     /// passes every text the pattern changes, Unicode's digits after the word included.
     #[test]
     fn text_the_duration_pattern_is_spared_has_nothing_it_would_mask() {
-        let pattern = regex::Regex::new(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:s|ms|sec|secs|seconds)\b").unwrap();
+        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
         let texts = [
             "Ran 7 tests in 0.001s\n",
             "done in \u{0663}s",

@@ -178,8 +178,7 @@ pub(super) fn resolve(
 }
 
 /// How many sessions a list of oracle or script steps covers: its top-level parts ending in
-/// `finish` (a trailing part without one counts too).
-/// The same cut as [`session_part`]'s.
+/// `finish` (a trailing part without one counts too): the same cut as [`session_part`]'s.
 pub fn parts(steps: &[Action]) -> usize {
     steps.split_inclusive(Action::ends_session).count()
 }
